@@ -43,6 +43,7 @@ export function formatError(
   logger: Logger,
   hideSuggestions = false,
   requestId?: string,
+  connection?: string,
 ): GraphQLFormattedError {
   const code = formatted.extensions?.code;
   const original = unwrapResolverError(error);
@@ -65,7 +66,12 @@ export function formatError(
     (code === undefined || code === ErrorCode.INTERNAL_SERVER_ERROR)
   )
     return formatted;
-  logUnexpected(logger, original, { requestId }, 'unexpected error in a GraphQL operation');
+  logUnexpected(
+    logger,
+    original,
+    connection === undefined ? { requestId } : { requestId, connection },
+    'unexpected error in a GraphQL operation',
+  );
   return {
     message: INTERNAL_ERROR_MESSAGE,
     locations: formatted.locations,
@@ -80,8 +86,8 @@ export function formatError(
  * purpose with a code of the contract, else INTERNAL_SERVER_ERROR with nothing of its own, and the error in full in
  * the log.
  */
-export function streamFailure(err: unknown, logger: Logger, requestId?: string): GraphQLError {
-  const shown = formatError(ensureGraphQLError(err).toJSON(), thrown(err), logger, false, requestId);
+export function streamFailure(err: unknown, logger: Logger, requestId?: string, connection?: string): GraphQLError {
+  const shown = formatError(ensureGraphQLError(err).toJSON(), thrown(err), logger, false, requestId, connection);
   return new GraphQLError(shown.message, { path: shown.path, extensions: shown.extensions });
 }
 
@@ -198,7 +204,7 @@ export function deliverable(
     ...warned,
     errors: errors.map((e) => {
       const marked = markedVariableError(e);
-      return formatError(marked.toJSON(), marked, logger, false, context?.requestId);
+      return formatError(marked.toJSON(), marked, logger, false, context?.requestId, context?.connection);
     }) as unknown as GraphQLError[],
   };
   if (warned === result) masked.set(result, out);

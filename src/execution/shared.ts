@@ -250,6 +250,10 @@ class ExecutionContextView implements GraphQLContext {
     return this.base.requestId;
   }
 
+  get connection(): string | undefined {
+    return this.base.connection;
+  }
+
   get caller(): GraphQLContext['caller'] {
     return this.base.caller;
   }

@@ -34,13 +34,18 @@ import type { Tracing } from '../telemetry/tracing.js';
  * The GraphQL context of one operation. `logger` is the request's logger when it has one, as a function: a route's
  * child logger is made on first use only (most requests log nothing), so it must not be read here.
  */
-export type ContextFor = (caller: Caller, requestId: string, logger?: () => Logger) => GraphQLContext;
+export type ContextFor = (
+  caller: Caller,
+  requestId: string,
+  logger?: () => Logger,
+  connection?: string,
+) => GraphQLContext;
 
 export function contextBuilder(services: Services, logger: Logger): ContextFor {
-  return (caller, requestId, requestLogger) =>
+  return (caller, requestId, requestLogger, connection) =>
     requestLogger
       ? createContext(services, caller, requestId, requestLogger)
-      : createContext(services, caller, requestId, logger, true);
+      : createContext(services, caller, requestId, logger, true, connection);
 }
 
 /** The cloud creation mutations (src/graphql/cloud.ts): one upstream call each, and a payload read from the ledger. */

@@ -139,7 +139,7 @@ export function buildTransports(
     directWrite: config.delivery.directWrite,
     keepAliveSweep: config.wsKeepAliveSweep,
     onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
-    context: (caller, requestId) => contextFor(caller, requestId),
+    context: (caller, requestId, connection) => contextFor(caller, requestId, undefined, connection),
     held,
   });
   metrics.measureSubscriberLag(() => ws.lag());

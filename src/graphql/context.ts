@@ -7,6 +7,11 @@ import { Loaders } from './loaders.js';
 /** What every resolver gets: who calls, the services, and this request's DataLoaders. */
 export interface GraphQLContext {
   readonly requestId: string;
+  /**
+   * graphql-ws: the request id of the connection's upgrade, named on the operation's log lines beside `requestId`
+   * (`ws:<operation id>`, which the client chose and other connections may use too).
+   */
+  readonly connection?: string | undefined;
   readonly caller: Caller;
   readonly logger: Logger;
   readonly services: Services;
@@ -29,8 +34,9 @@ export function createContext(
   requestId: string,
   logger: Logger | (() => Logger),
   namesRequest = false,
+  connection?: string,
 ): GraphQLContext {
-  return new OperationContext(requestId, caller, services, logger, namesRequest);
+  return new OperationContext(requestId, caller, services, logger, namesRequest, connection);
 }
 
 /** A class, not an object literal with a getter: one context per request and per subscription, so its size counts. */
@@ -46,6 +52,7 @@ class OperationContext implements GraphQLContext {
     readonly services: Services,
     private readonly makeLogger: Logger | (() => Logger),
     private readonly namesRequest: boolean,
+    readonly connection: string | undefined,
   ) {}
 
   get loaders(): Loaders {
@@ -61,7 +68,13 @@ class OperationContext implements GraphQLContext {
     if (!this.made) {
       const make = this.makeLogger;
       const base =
-        typeof make === 'function' ? make() : this.namesRequest ? make.child({ requestId: this.requestId }) : make;
+        typeof make === 'function'
+          ? make()
+          : !this.namesRequest
+            ? make
+            : this.connection === undefined
+              ? make.child({ requestId: this.requestId })
+              : make.child({ requestId: this.requestId, connection: this.connection });
       this.made = this.caller.app ? base.child({ app: this.caller.app }) : base;
     }
     return this.made;

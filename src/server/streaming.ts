@@ -21,7 +21,8 @@ export interface StreamingTransportOptions {
   expiry?: AuthExpiry;
   /** What credentials hold open, authenticated again after a reload (one for every transport). */
   held: HeldCredentials;
-  context: (caller: Caller, requestId: string) => GraphQLContext;
+  /** `connection`: graphql-ws's, the request id of the connection's upgrade (GraphQLContext.connection). */
+  context: (caller: Caller, requestId: string, connection?: string) => GraphQLContext;
   /** TRUSTED_DOCUMENTS, for graphql-sse, which resolves them on its wire (graphql-ws leaves them to the pipeline). */
   trusted?: DocumentAdmission;
 }

@@ -42,17 +42,17 @@ export interface ProtocolHooks<S> {
    * A message's handling threw, or the socket failed: the connection is closed 4500 after this. `id`: the
    * subscribe message's, when its handling threw.
    */
-  failed(err: unknown, id?: string): void;
+  failed(err: unknown, id: string | undefined, connection: ProtocolConnection<S>): void;
   /**
    * A subscribe message's one result could not be written (JSON.stringify threw): the errors its `error` carries.
    * Without it, the connection is closed 4500 as graphql-ws closes it.
    */
-  unwritable?(err: unknown, id: string): readonly GraphQLError[];
+  unwritable?(err: unknown, id: string, connection: ProtocolConnection<S>): readonly GraphQLError[];
   /**
    * A subscription's stream threw (or a value it yielded could not be written): the errors its `error` carries.
    * Without it, the thrown error's own message, as graphql-ws writes it.
    */
-  streamFailed?(err: unknown, id: string): readonly GraphQLError[];
+  streamFailed?(err: unknown, id: string, connection: ProtocolConnection<S>): readonly GraphQLError[];
 }
 
 /** One WebSocket speaking the protocol: what graphql-ws's server keeps per connection (its `Context`). */
@@ -148,7 +148,7 @@ export function graphqlTransportWs<S>(
   const keepAliveMs = options.keepAliveMs ?? 0;
 
   const internal = (connection: ProtocolConnection<S>, err: unknown, id?: string): void => {
-    hooks.failed(err, id);
+    hooks.failed(err, id, connection);
     connection.socket.close(CloseCode.InternalServerError, INTERNAL);
   };
 
@@ -181,7 +181,7 @@ export function graphqlTransportWs<S>(
           // A result JSON cannot write (a BigInt, a cycle): nothing was sent, so the operation gets its `error`
           // as the hooks word it, and the connection and its other subscriptions go on.
           if (!hooks.unwritable) throw err;
-          return connection.error(id, hooks.unwritable(err, id));
+          return connection.error(id, hooks.unwritable(err, id, connection));
         }
         connection.complete(id);
       } finally {
@@ -216,7 +216,7 @@ export function graphqlTransportWs<S>(
       // as a stream whose `next` rejected may still wait for its source.
       stream.return?.(undefined)?.catch(() => undefined);
       try {
-        connection.error(id, hooks.streamFailed ? hooks.streamFailed(err, id) : [asGraphQLError(err)]);
+        connection.error(id, hooks.streamFailed ? hooks.streamFailed(err, id, connection) : [asGraphQLError(err)]);
       } catch (unwritten) {
         subscriptions.delete(id);
         return internal(connection, unwritten, id);
@@ -337,7 +337,8 @@ export function graphqlTransportWs<S>(
     const streams = [...connection.subscriptions.values()];
     connection.subscriptions.clear();
     for (const stream of streams)
-      if (!(stream instanceof SettingUp)) stream.return?.(undefined)?.catch((err: unknown) => hooks.failed(err));
+      if (!(stream instanceof SettingUp))
+        stream.return?.(undefined)?.catch((err: unknown) => hooks.failed(err, undefined, connection));
     hooks.closed?.(connection);
   }
 

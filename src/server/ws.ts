@@ -134,6 +134,11 @@ class Connection {
   constructor(
     readonly ws: WebSocket,
     readonly raw: Duplex,
+    /**
+     * The upgrade's request id (its X-Request-Id when sane, else one made for it, answered in the 101), once per
+     * connection: named `connection` on its operations' log lines, whose `ws:<id>` other connections may share.
+     */
+    readonly requestId: string,
   ) {}
 }
 
@@ -258,7 +263,16 @@ export function createWsServer(options: WsOptions) {
   };
   const wss = new WebSocketServer(serverOptions);
   const present = streamPresenter(options.logger);
-  const operationFailed = (err: unknown, id: string) => [streamFailure(err, options.logger, `ws:${id}`)];
+  const operationFailed = (err: unknown, id: string, pc: ProtocolConnection<Connection>) => [
+    streamFailure(err, options.logger, `ws:${id}`, pc.state.requestId),
+  ];
+  /** Each upgrade's request id, from the upgrade to its 101 (the `headers` event) and its Connection. */
+  const upgradeIds = new WeakMap<IncomingMessage, string>();
+  // The upgrade's answer names its request id, as every HTTP answer does (a client that sent none learns the one made).
+  wss.on('headers', (headers: string[], req: IncomingMessage) => {
+    const id = upgradeIds.get(req);
+    if (id !== undefined) headers.push(`X-Request-Id: ${id}`);
+  });
   const credentials = options.held;
   /** What each running subscription's stream runs and for whom, to check its scopes again after a reload. */
   const running = new WeakMap<object, { ran: Ran; opened: Caller }>();
@@ -464,7 +478,12 @@ export function createWsServer(options: WsOptions) {
     const { connection, id, lastCursor: last } = subscriber;
     const socket = connection.ws;
     options.logger.warn(
-      { operationId: id, unsentBytes: socket.bufferedAmount, lastCursor: last ?? null },
+      {
+        operationId: id,
+        connection: connection.requestId,
+        unsentBytes: socket.bufferedAmount,
+        lastCursor: last ?? null,
+      },
       'closing a slow WebSocket subscriber: more unsent bytes than SUBSCRIBER_BUFFER_BYTES',
     );
     options.onClosed?.('slow_consumer');
@@ -510,11 +529,10 @@ export function createWsServer(options: WsOptions) {
           credentials.hold(hold, checkedUnder);
           return true;
         };
-        // An unexpected error of a JWT's verification is logged under the upgrade's X-Request-Id (when sane; else a
-        // new id).
+        // An unexpected error of a JWT's verification is logged under the upgrade's request id.
         const log: RequestLog = {
           get logger() {
-            return options.logger.child({ requestId: requestIdOf(request) });
+            return options.logger.child({ requestId: connection.requestId });
           },
         };
         const result = options.authenticate(header, log);
@@ -539,7 +557,7 @@ export function createWsServer(options: WsOptions) {
         // The generation the caller is known under: a reload while the operation is set up checks it once it runs.
         const checkedUnder = credentials.generation();
         // The context the operation runs with, made here so that each result written carries its warnings.
-        const context = options.context(caller, `ws:${id}`);
+        const context = options.context(caller, `ws:${id}`, connection.requestId);
         const subscriber = new SubscriberKind(id, connection, context, pc.subscriptions);
         const request = payload as typeof payload & { documentId?: unknown };
         const outcome = await options.pipeline.runOperation({
@@ -586,7 +604,10 @@ export function createWsServer(options: WsOptions) {
           }
         }
         if ('refused' in outcome)
-          options.logger.debug({ id, errors: outcome.refused.map((e) => e.message) }, 'subscription error');
+          options.logger.debug(
+            { id, connection: connection.requestId, errors: outcome.refused.map((e) => e.message) },
+            'subscription error',
+          );
         return operated(outcome);
       },
       // A result JSON cannot write, and a failure of the gateway's own that a subscription's stream threw (it turns
@@ -598,12 +619,14 @@ export function createWsServer(options: WsOptions) {
         if (connection.holding !== undefined) credentials.release(connection.holding);
         connection.unexpire?.();
       },
-      failed(err, id) {
-        // The operation's request id, as its context names it (`ws:<id>`), when a subscribe message's handling threw.
+      failed(err, id, pc) {
+        // The operation's request id, as its context names it (`ws:<id>`), when a subscribe message's handling threw;
+        // the connection's always.
+        const connection = pc.state.requestId;
         logUnexpected(
           options.logger,
           err,
-          id === undefined ? {} : { requestId: `ws:${id}` },
+          id === undefined ? { connection } : { requestId: `ws:${id}`, connection },
           'a WebSocket connection failed; closed 4500',
         );
       },
@@ -620,9 +643,11 @@ export function createWsServer(options: WsOptions) {
       return most;
     },
     handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+      const requestId = requestIdOf(req);
+      upgradeIds.set(req, requestId);
       wss.handleUpgrade(req, socket, head, (ws) => {
         sweep?.opened(ws, socket);
-        protocol.open(ws, req, new Connection(ws, socket));
+        protocol.open(ws, req, new Connection(ws, socket, requestId));
       });
     },
     async close(): Promise<void> {
