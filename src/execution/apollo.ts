@@ -17,7 +17,14 @@ import type { Logger } from '../logger.js';
 import { nameOperationSpan, recordOperationErrors } from '../telemetry/operations.js';
 import type { OperationLimits } from './limits.js';
 import type { Pipeline } from './pipeline.js';
-import { formatError, HttpPresenter, noStoreValue, SingleResultTypes, type ApolloErrorOptions } from './present.js';
+import {
+  formatError,
+  HttpPresenter,
+  noStoreValue,
+  SingleResultTypes,
+  type ApolloErrorOptions,
+  type HttpAnswer,
+} from './present.js';
 
 /** The Apollo options the gateway runs with, and the plugins among them whose effects the direct path reproduces. */
 export interface ApolloSetup {
@@ -38,9 +45,29 @@ export function apolloSetup(o: {
   logger: Logger;
   tracing: boolean;
 }): ApolloSetup {
-  const formatOne = (formatted: GraphQLFormattedError, error: unknown, requestId?: string) =>
-    formatError(formatted, error, o.logger, !o.limits.introspection, requestId);
+  // A result JSON cannot write reaches Apollo's own error response, which knows no request: its error is not logged
+  // there but carried out of Apollo (`stringifyResult`) to the route, which answers and logs it with the request's id.
+  const carried = new WeakMap<GraphQLFormattedError, UnwritableResult>();
+  const formatOne = (formatted: GraphQLFormattedError, error: unknown, requestId?: string) => {
+    if (error instanceof UnwritableResult) {
+      carried.set(formatted, error);
+      return formatted;
+    }
+    return formatError(formatted, error, o.logger, !o.limits.introspection, requestId);
+  };
   const present = new HttpPresenter({ formatError: formatOne, includeStacktraceInErrorResponses: false }, o.tracing);
+  // Apollo's default (prettyJSONStringify), but a result it cannot write throws an UnwritableResult, and the error
+  // response Apollo then writes for it throws that out of executeHTTPGraphQLRequest.
+  const stringifyResult = (value: FormattedExecutionResult): string => {
+    const first = value.errors?.[0];
+    const out = first === undefined ? undefined : carried.get(first);
+    if (out !== undefined) throw out;
+    try {
+      return JSON.stringify(value) + '\n';
+    } catch (err) {
+      throw new UnwritableResult(err, present);
+    }
+  };
   const contentTypes = new SingleResultTypes();
   const gatewayPlugins = [
     noStorePlugin(),
@@ -81,8 +108,27 @@ export function apolloSetup(o: {
         ...gatewayPlugins,
       ],
       formatError: formatOne,
+      stringifyResult,
     },
   };
+}
+
+/**
+ * A result JSON cannot write (a BigInt, a cycle in a JSON scalar's value), thrown out of Apollo to the route: its
+ * answer is Apollo's error response (ApolloServer.errorResponse, as the direct path makes it), logged with the id of
+ * the request, which the answer's X-Request-Id carries.
+ */
+export class UnwritableResult extends Error {
+  constructor(
+    readonly error: unknown,
+    private readonly present: HttpPresenter,
+  ) {
+    super('a result JSON cannot write');
+  }
+
+  answer(contentType: string, requestId: string): HttpAnswer {
+    return this.present.failure(this.error, contentType, requestId);
+  }
 }
 
 /** A cache that keeps nothing (Apollo's APQ cache: see `persistedQueries` above). */

@@ -4,6 +4,7 @@ import { GraphQLError } from 'graphql';
 
 import type { AuthFailure } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
+import { UnwritableResult } from '../execution/apollo.js';
 import { LIMIT_VARIABLES } from '../execution/limits.js';
 import { SingleResultTypes } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -146,10 +147,21 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
       for (const [k, v] of Object.entries(req.headers)) {
         if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
       }
-      const response = await apollo.executeHTTPGraphQLRequest({
-        httpGraphQLRequest: { method: req.method ?? 'GET', headers, search, body },
-        context: authenticated ? () => Promise.resolve(contextValue!) : () => Promise.reject(failure),
-      });
+      let response;
+      try {
+        response = await apollo.executeHTTPGraphQLRequest({
+          httpGraphQLRequest: { method: req.method ?? 'GET', headers, search, body },
+          context: authenticated ? () => Promise.resolve(contextValue!) : () => Promise.reject(failure),
+        });
+      } catch (err) {
+        if (!(err instanceof UnwritableResult)) throw err;
+        // Apollo's error response, made here where the request is known (src/execution/apollo.ts stringifyResult).
+        const failed = err.answer(types.of(req.headers.accept) ?? 'application/json; charset=utf-8', ctx.requestId);
+        for (const [k, v] of failed.headers) res.setHeader(k, v);
+        res.statusCode = failed.status;
+        res.end(JSON.stringify({ errors: failed.result.errors }) + '\n');
+        return;
+      }
       for (const [k, v] of response.headers) res.setHeader(k, v);
       res.statusCode = response.status ?? 200;
       if (response.body.kind === 'complete') {

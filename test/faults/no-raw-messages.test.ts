@@ -423,11 +423,8 @@ const CASES: Case[] = [
       ),
     code: INTERNAL,
     logged: false,
-    // The TypeError's words are the same in every case: each case's line is the one naming its own request. (GET's is
-    // written by Apollo's own error response, which knows no request: its line names none.)
-    ...(transport !== 'ws' && transport !== 'get'
-      ? { loggedOnce: 'serialize a BigInt', requestId: `unwritable-${transport}` }
-      : {}),
+    // The TypeError's words are the same in every case: each case's line is the one naming its own request.
+    ...(transport !== 'ws' ? { loggedOnce: 'serialize a BigInt', requestId: `unwritable-${transport}` } : {}),
   })),
   // A subscription's stream that throws: only an internal throw, since the stream turns what its source and its
   // executions throw into a result of its own (src/execution/run.ts). The one stream class's `next` is replaced.
