@@ -34,7 +34,7 @@ describe.skipIf(unavailable !== null)(
       // The request reaches the upstream with the store still writable (the claim is written); its answer is held.
       const held = sandbox.faults.hold();
       const first = t.graphql(CREATE, variables);
-      await waitFor(() => held.arrived() === 1, 10_000, 'the creation at the identification sandbox');
+      await waitFor(() => held.arrived() === 1, 20_000, 'the creation at the identification sandbox');
       const answer = await whileFilesCannotGrow(async () => {
         held.release();
         return first;

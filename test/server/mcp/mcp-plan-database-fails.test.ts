@@ -62,7 +62,7 @@ describe.skipIf(noFileSizeLimit !== null)("a plan's run and the gateway's databa
 
     const held = gw.gateway.sandbox.cloud!.faults.hold();
     const answer = c.call('execute_plan', { planId });
-    await waitFor(() => held.arrived() === 1, 10_000, 'the creation upstream');
+    await waitFor(() => held.arrived() === 1, 20_000, 'the creation upstream');
     fileSizeLimit(0);
     let failed: Awaited<typeof answer>;
     try {

@@ -195,7 +195,7 @@ describe('a plan left executing by a process that stopped', () => {
     const running = plans.running(claim!, () => new Promise<void>((resolve) => (release = resolve)));
     for (let i = 0; i < 3; i++) {
       clock.advance(200);
-      await waitFor(async () => (await plans.get(slow))!.lostAt === clock.now() + 300, 5_000, 'a heartbeat');
+      await waitFor(async () => (await plans.get(slow))!.lostAt === clock.now() + 300, 20_000, 'a heartbeat');
       expect(await statusOf(gw, slow)).toBe('EXECUTING');
       const refused = await agent.call('execute_plan', { planId: slow });
       expect(refused.structuredContent).toMatchObject({ planId: slow, status: 'EXECUTING', retryAfterSeconds: 1 });
@@ -253,7 +253,7 @@ describe('a plan left executing by a process that stopped', () => {
     const faults = gw.gateway.sandbox.cloud!.faults;
     const paused = faults.hold();
     const first = agent.call('execute_plan', { planId });
-    await waitFor(() => paused.arrived() === 1, 5_000, 'the first execution at the upstream');
+    await waitFor(() => paused.arrived() === 1, 20_000, 'the first execution at the upstream');
     clock.advance(5 * 60_000 + 1);
     expect(await statusOf(gw, planId)).toBe('UNKNOWN');
 
