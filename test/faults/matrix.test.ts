@@ -723,7 +723,9 @@ describe('the fault matrix', () => {
     let rig: Rig;
     beforeAll(async () => {
       pg = await startPostgres();
-      rig = await rigOf({ DATABASE_URL: await pg.createDatabase('fault_matrix') });
+      // An attempt timeout longer than any stop of PostgreSQL: the held creation's attempt is still the one waiting
+      // when it is released with PostgreSQL stopped, not one the gateway timed out and retried meanwhile.
+      rig = await rigOf({ DATABASE_URL: await pg.createDatabase('fault_matrix'), UPSTREAM_TIMEOUT: '60s' });
       const made = await rig.direct.graphql(
         `mutation($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id } } }`,
         { input: { workflowId: 'wf-matrix-resource' } },
