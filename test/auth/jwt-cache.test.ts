@@ -83,9 +83,11 @@ describe('the cache of verified JWTs', () => {
     clock.advance(60_000);
     // The keys are stale now: the token is verified again (with the keys held while they are fetched anew) ...
     await t.graphql(TYPENAME, undefined, { key: token });
-    await expect.poll(() => jwks.requests).toBeGreaterThan(fetched);
+    await expect.poll(() => jwks.requests, { timeout: 20_000 }).toBeGreaterThan(fetched);
     // ... and once the new set has arrived, the removed key's token is refused, cache or not.
-    await expect.poll(async () => (await t.graphql(TYPENAME, undefined, { key: token })).status).toBe(401);
+    await expect
+      .poll(async () => (await t.graphql(TYPENAME, undefined, { key: token })).status, { timeout: 20_000 })
+      .toBe(401);
   });
 
   it('AUTH_JWT_CACHE_SIZE=0 verifies every request, and gives every token the answer the cache gives', async () => {

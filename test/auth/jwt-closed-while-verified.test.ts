@@ -43,7 +43,7 @@ describe('a graphql-ws client that leaves while its JWT is verified', () => {
         },
       },
     );
-    await waitFor(() => t.logs().includes('could not be fetched'), 5_000, 'the first fetch of the keys failing');
+    await waitFor(() => t.logs().includes('could not be fetched'), 20_000, 'the first fetch of the keys failing');
     jwks.up();
   });
   afterAll(async () => {
@@ -64,7 +64,7 @@ describe('a graphql-ws client that leaves while its JWT is verified', () => {
       ws.once('error', reject);
     });
     ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${token}` } }));
-    await waitFor(() => jwks.requests > before, 5_000, 'the verification asking for the keys');
+    await waitFor(() => jwks.requests > before, 20_000, 'the verification asking for the keys');
     // The client's close completes once the gateway answered its close frame: the gateway's socket is closing by then.
     const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
     ws.close(1000);
@@ -87,6 +87,6 @@ describe('a graphql-ws client that leaves while its JWT is verified', () => {
     const againClosed = new Promise<void>((resolve) => again.once('close', () => resolve()));
     again.close(1000);
     await againClosed;
-    await waitFor(() => scheduled[0]!.cancelled, 5_000, 'the admitted connection’s expiry cancelled at its close');
+    await waitFor(() => scheduled[0]!.cancelled, 20_000, 'the admitted connection’s expiry cancelled at its close');
   });
 });

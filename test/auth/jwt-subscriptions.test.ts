@@ -125,7 +125,7 @@ describe('JWTs over WebSocket and SSE', () => {
     return { exp, auth, stream, before, get };
   };
   const nextScheduled = async (from: number) =>
-    waitFor(() => scheduled.length > from && scheduled[scheduled.length - 1], 5_000, 'the expiry scheduled');
+    waitFor(() => scheduled.length > from && scheduled[scheduled.length - 1], 20_000, 'the expiry scheduled');
 
   it("a JWT is accepted over WebSocket, in connectionParams or the upgrade header, and its subscription receives what the app's API key registered", async () => {
     for (const keyIn of ['params', 'header'] as const) {
@@ -134,7 +134,7 @@ describe('JWTs over WebSocket and SSE', () => {
       const sub = collect(ws(await token(), keyIn), COMPLETED, { id });
       await nextScheduled(before);
       await sandbox.complete(id);
-      await waitFor(() => sub.results.length > 0, 5_000, 'the completion event');
+      await waitFor(() => sub.results.length > 0, 20_000, 'the completion event');
       expect(sub.errors, keyIn).toEqual([]);
       expect(sub.results[0].data.verificationCompleted).toMatchObject({ externalId: id });
     }
@@ -163,7 +163,7 @@ describe('JWTs over WebSocket and SSE', () => {
     const entry = await nextScheduled(before);
     sub.stop();
     await client.dispose();
-    await waitFor(() => entry.cancelled, 5_000, 'the expiry cancelled');
+    await waitFor(() => entry.cancelled, 20_000, 'the expiry cancelled');
   });
 
   it('an expired JWT is refused over WebSocket (4403 naming it) and over SSE (401 UNAUTHENTICATED naming it)', async () => {
@@ -194,7 +194,7 @@ describe('JWTs over WebSocket and SSE', () => {
     const sub = sseCollect(sse(await token()), COMPLETED, { id });
     await nextScheduled(before);
     await sandbox.complete(id);
-    await waitFor(() => sub.results.length > 0, 5_000, 'the completion event');
+    await waitFor(() => sub.results.length > 0, 20_000, 'the completion event');
     expect(sub.errors).toEqual([]);
     expect(sub.results[0].data.verificationCompleted).toMatchObject({ externalId: id });
   });
@@ -247,7 +247,7 @@ describe('JWTs over WebSocket and SSE', () => {
       const jwt = await token(300);
       const sub = sseCollect(sse(jwt, singleConnection), OPEN);
       // Single-connection mode: the reserved stream's expiry, then the subscription's, once it is added to the stream.
-      await waitFor(() => scheduled.length === before + (singleConnection ? 2 : 1), 5_000, 'the expiries scheduled');
+      await waitFor(() => scheduled.length === before + (singleConnection ? 2 : 1), 20_000, 'the expiries scheduled');
       const entry = scheduled.at(-1)!;
       const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
       expect(entry.delay).toBe(exp * 1000 - clock.now());
@@ -333,11 +333,11 @@ describe('JWTs over WebSocket and SSE', () => {
       expect(post.statusCode).toBe(202);
     }
     // The stream's expiry and each subscription's, none of which the test fires.
-    await waitFor(() => scheduled.length === before + 3, 5_000, 'the expiries scheduled');
+    await waitFor(() => scheduled.length === before + 3, 20_000, 'the expiries scheduled');
     await waitForSubscribers(t, 'verification', id);
     clock.advance(61_000);
     await sandbox.complete(id);
-    await waitFor(() => ended, 5_000, 'the reserved stream ended');
+    await waitFor(() => ended, 20_000, 'the reserved stream ended');
     const events = text.split('\n\n').filter((e) => e.startsWith('event:'));
     const message = `the JWT expired at ${new Date(exp * 1000).toISOString()}: the subscription has ended; subscribe again with a new token`;
     for (const operationId of Object.keys(operations)) {
@@ -349,7 +349,7 @@ describe('JWTs over WebSocket and SSE', () => {
     }
     expect(events.some((e) => e.includes('verificationCompleted'))).toBe(false);
     // Ended: every scheduled end is cancelled, as when they end the stream themselves.
-    await waitFor(() => scheduled.slice(before).every((e) => e.cancelled), 5_000, 'the expiries cancelled');
+    await waitFor(() => scheduled.slice(before).every((e) => e.cancelled), 20_000, 'the expiries cancelled');
   });
 
   it('a JWT whose scopes lack cloud:write is refused createProject with FORBIDDEN over WebSocket and SSE, before anything runs', async () => {
@@ -455,7 +455,7 @@ describe('JWTs over WebSocket and SSE', () => {
           ]);
         }
         // Ended: the scheduled end is cancelled, as when it ends the stream itself.
-        await waitFor(() => entry.cancelled, 5_000, 'the expiry cancelled');
+        await waitFor(() => entry.cancelled, 20_000, 'the expiry cancelled');
       });
     }
   }
@@ -476,10 +476,10 @@ describe('JWTs over WebSocket and SSE', () => {
       let closed: string | undefined;
       void listen.closed.then((how) => (closed = how));
       await mobileIdResult(notification, authReqId);
-      await waitFor(() => closed, 5_000, 'the listen stream ended');
+      await waitFor(() => closed, 20_000, 'the listen stream ended');
       expect(closed).toBe('remote');
       expect(told).toEqual([]);
-      await waitFor(() => entry.cancelled, 5_000, 'the expiry cancelled');
+      await waitFor(() => entry.cancelled, 20_000, 'the expiry cancelled');
     } finally {
       await mcp.close();
     }
@@ -515,7 +515,7 @@ describe('JWTs over WebSocket and SSE', () => {
     });
     expect(res.statusCode).toBe(401);
     await res.body.text();
-    await waitFor(() => entry.cancelled, 5_000, 'the expiry cancelled');
+    await waitFor(() => entry.cancelled, 20_000, 'the expiry cancelled');
   });
 });
 

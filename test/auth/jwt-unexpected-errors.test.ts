@@ -44,7 +44,7 @@ function noLeak(raw: string): void {
 
 /** The log since `from` has the marker, in full, on an error line with the request id `id` (any id when undefined). */
 async function logged(from: number, id?: string): Promise<void> {
-  await vi.waitFor(() => expect(gw.logs().slice(from)).toContain('jwt-leak-marker-'));
+  await vi.waitFor(() => expect(gw.logs().slice(from)).toContain('jwt-leak-marker-'), { timeout: 20_000 });
   const lines = gw
     .logs()
     .slice(from)

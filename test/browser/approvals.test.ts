@@ -100,7 +100,7 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
     const planId = planned.structuredContent!.planId as string;
     const card = page.locator(`article[data-plan-id="${planId}"]`);
     await card.waitFor(WAIT);
-    await expect.poll(() => card.textContent()).toContain('agent asks to run create_project');
+    await expect.poll(() => card.textContent(), { timeout: 20_000 }).toContain('agent asks to run create_project');
     await card.getByText('The exact requests and the hash').click();
     await card.getByText(planned.structuredContent!.hash as string).waitFor(WAIT);
     expect(await card.locator('pre').textContent()).toContain('"authorization"');

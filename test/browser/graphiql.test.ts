@@ -147,8 +147,12 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
     expect(tabs).toEqual(
       expect.arrayContaining(['Projects', 'CreateIdentification', 'WaitForMobileId', 'CompleteMobileId']),
     );
-    await expect.poll(() => page.locator('.graphiql-tab-active').innerText()).toMatch(/^ProvisionKafka/);
-    await expect.poll(() => page.locator('[data-testid="gateway-logo"]').innerText()).toMatch(/sandbox/);
+    await expect
+      .poll(() => page.locator('.graphiql-tab-active').innerText(), { timeout: 20_000 })
+      .toMatch(/^ProvisionKafka/);
+    await expect
+      .poll(() => page.locator('[data-testid="gateway-logo"]').innerText(), { timeout: 20_000 })
+      .toMatch(/sandbox/);
   });
 
   it('runs the Kafka chain from the first tab, then shows the new project in the Projects tab', async () => {

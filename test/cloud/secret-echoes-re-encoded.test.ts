@@ -178,7 +178,7 @@ describe('a password an upstream quotes re-encoded is kept, logged and returned 
         });
         return r.data?.provisioning?.state === 'FAILED' ? r.data.provisioning : undefined;
       },
-      10_000,
+      20_000,
       'the provisioning fails',
     );
     expect(failed.error.code).toBe('UPSTREAM_REJECTED');

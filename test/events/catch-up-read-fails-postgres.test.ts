@@ -26,11 +26,11 @@ describe('a catch-up whose second read fails on PostgreSQL', () => {
     const fails = vi.spyOn(f.log, 'inStretches').mockRejectedValueOnce(new Error('Connection terminated unexpectedly'));
     try {
       await f.notice(first.seq);
-      await waitFor(() => fails.mock.calls.length > 0, 10_000, 'the failed look for the missing number');
+      await waitFor(() => fails.mock.calls.length > 0, 20_000, 'the failed look for the missing number');
       // Another replica's next event: its notice starts the next pass.
       const second = await f.append('k-2');
       await f.notice(second.seq);
-      await waitFor(() => delivered.includes(second.seq), 10_000, 'the second event');
+      await waitFor(() => delivered.includes(second.seq), 20_000, 'the second event');
       expect(delivered).toEqual([first.seq, second.seq]);
     } finally {
       fails.mockRestore();

@@ -66,13 +66,13 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
         `mutation { registerVerification(input: { workflowId: "kyc", applicant: { name: "x" } }) { verification { externalId } } }`,
       );
       const externalId = reg.data!.registerVerification.verification.externalId;
-      await expect.poll(() => received.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+      await expect.poll(() => received.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(1);
       // A second verification, completed after the first, is the marker: a second copy would come before it.
       const marker = await a.graphql(
         `mutation { registerVerification(input: { workflowId: "kyc", applicant: { name: "y" } }) { verification { externalId } } }`,
       );
       const markerId = marker.data!.registerVerification.verification.externalId;
-      await expect.poll(() => received.some((r) => r.includes(markerId)), { timeout: 10_000 }).toBe(true);
+      await expect.poll(() => received.some((r) => r.includes(markerId)), { timeout: 20_000 }).toBe(true);
       expect(received.filter((r) => r.includes(externalId))).toHaveLength(1);
       void done;
     } finally {

@@ -42,22 +42,22 @@ describe('streams that resume where they stopped (SQLite)', () => {
     const first = await resumeWs(t, KEY, null);
     await waitForSubscribers(t, 'verification');
     await postCompletion(urls.get(id!)!, id!, 'a1');
-    await waitFor(() => first.events.length === 1, 10_000, 'the first event');
+    await waitFor(() => first.events.length === 1, 20_000, 'the first event');
     const cursor = first.events[0]!.cursor;
     expect(cursor).toMatch(/^[A-Za-z0-9_-]+$/);
     await first.close();
 
     for (const n of ['a2', 'a3', 'a4']) await postCompletion(urls.get(id!)!, id!, n);
     const again = await resumeWs(t, KEY, cursor);
-    await waitFor(() => again.events.length === 3, 10_000, 'the replay');
+    await waitFor(() => again.events.length === 3, 20_000, 'the replay');
     await postCompletion(urls.get(id!)!, id!, 'a5');
-    await waitFor(() => again.events.length === 4, 10_000, 'the live event');
+    await waitFor(() => again.events.length === 4, 20_000, 'the live event');
     expect(again.events.map((e) => e.n)).toEqual(['a2', 'a3', 'a4', 'a5']);
     // Each carries its own cursor, and a resume from the last replayed one starts at the live one.
     expect(new Set(again.events.map((e) => e.cursor)).size).toBe(4);
     await again.close();
     const third = await resumeWs(t, KEY, again.events[2]!.cursor);
-    await waitFor(() => third.events.length === 1, 10_000, 'the resume from a replayed cursor');
+    await waitFor(() => third.events.length === 1, 20_000, 'the resume from a replayed cursor');
     expect(third.events.map((e) => e.n)).toEqual(['a5']);
     await third.close();
   });
@@ -65,7 +65,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
   it('a cursor older than EVENT_RETENTION is refused with BAD_USER_INPUT naming the retention, and nothing is streamed', async () => {
     const old = t.gateway.services.events.cursors.encode(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
     const sub = await resumeWs(t, KEY, old);
-    await waitFor(() => sub.errors.length > 0, 10_000, 'the refusal');
+    await waitFor(() => sub.errors.length > 0, 20_000, 'the refusal');
     expect(sub.errors[0]).toMatchObject({
       message: expect.stringContaining('EVENT_RETENTION, 7 days'),
       extensions: { code: 'BAD_USER_INPUT', field: 'after', reason: 'expired', retentionMs: 604_800_000 },
@@ -76,7 +76,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
 
   it('a cursor the gateway did not hand out is refused with BAD_USER_INPUT on after', async () => {
     const sub = await resumeWs(t, KEY, 'bm90LWEtY3Vyc29y');
-    await waitFor(() => sub.errors.length > 0, 10_000, 'the refusal');
+    await waitFor(() => sub.errors.length > 0, 20_000, 'the refusal');
     expect(sub.errors[0]).toMatchObject({
       message: 'after: not a cursor this gateway handed out',
       extensions: { code: 'BAD_USER_INPUT', field: 'after', reason: 'malformed' },
@@ -94,7 +94,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
     for (let n = 3; holes.length < 4099; n += 2) holes.push(String(n));
     for (const forged of [altered, otherSecret, holes.join('_')]) {
       const sub = await resumeWs(t, KEY, forged);
-      await waitFor(() => sub.errors.length > 0, 10_000, 'the refusal');
+      await waitFor(() => sub.errors.length > 0, 20_000, 'the refusal');
       expect(sub.errors[0]).toMatchObject({
         message: 'after: not a cursor this gateway handed out',
         extensions: { code: 'BAD_USER_INPUT', field: 'after', reason: 'malformed' },
@@ -176,11 +176,11 @@ describe('streams that resume where they stopped (SQLite)', () => {
     const first = await open();
     await waitForSubscribers(t, 'verification');
     await postCompletion(urls.get(id!)!, id!, 's1');
-    await waitFor(() => first.frames.length === 1, 10_000, 'the first SSE event');
+    await waitFor(() => first.frames.length === 1, 20_000, 'the first SSE event');
     await first.close();
     await postCompletion(urls.get(id!)!, id!, 's2');
     const again = await open(first.frames[0]!.id);
-    await waitFor(() => again.frames.length === 1, 10_000, 'the replayed SSE event');
+    await waitFor(() => again.frames.length === 1, 20_000, 'the replayed SSE event');
     expect(again.frames.map((f) => f.n)).toEqual(['s2']);
     await again.close();
   });

@@ -73,7 +73,7 @@ describe('identical subscriptions share one execution per event', () => {
     const before = await counts();
 
     await notifyForEveryone(id);
-    await waitFor(() => all.every((s) => s.completed), 5_000, 'every subscriber completed');
+    await waitFor(() => all.every((s) => s.completed), 20_000, 'every subscriber completed');
 
     const after = await counts();
     expect(after.executions - before.executions).toBe(1);
@@ -112,7 +112,7 @@ describe('identical subscriptions share one execution per event', () => {
     const before = await counts();
 
     await notifyForEveryone(id);
-    await waitFor(() => every.every((s) => s.completed), 5_000, 'every subscriber completed');
+    await waitFor(() => every.every((s) => s.completed), 20_000, 'every subscriber completed');
 
     const after = await counts();
     expect(after.executions - before.executions).toBe(5);
@@ -156,7 +156,7 @@ describe('identical subscriptions share one execution per event', () => {
     // The sandbox notifies on a token issued for A: the event is A's alone (src/auth/tenancy.ts).
     const done = await t.graphql(COMPLETE_MOBILE_ID, { id }, { key: A });
     expect(done.data!.sandboxCompleteMobileIdAuthentication).toMatchObject({ accepted: true, httpStatus: 204 });
-    await waitFor(() => mine.every((s) => s.completed), 5_000, "the owner's subscribers completed");
+    await waitFor(() => mine.every((s) => s.completed), 20_000, "the owner's subscribers completed");
 
     const after = await counts();
     expect(after.executions - before.executions).toBe(1);
@@ -179,7 +179,7 @@ describe('identical subscriptions share one execution per event', () => {
     await notifyForEveryone(id);
     const before = await counts();
     const late = [subscriber(A, SUBSCRIPTION, { id }), subscriber(A, SUBSCRIPTION, { id })];
-    await waitFor(() => late.every((s) => s.completed), 5_000, 'the late subscribers completed');
+    await waitFor(() => late.every((s) => s.completed), 20_000, 'the late subscribers completed');
     const after = await counts();
     // Each read of the log yields its own record: nothing is shared that was not the same event object.
     expect(after.executions - before.executions).toBe(2);
@@ -212,7 +212,7 @@ describe('identical subscriptions share one execution per event', () => {
     expect((await postNotification(t, n.body, { headers: n.headers })).status).toBe(204);
     await waitFor(
       () => ws.every((s) => s.completed) && sse.every((s) => s.completed),
-      5_000,
+      20_000,
       'every subscriber completed',
     );
 

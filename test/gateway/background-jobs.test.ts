@@ -63,7 +63,7 @@ describe('background jobs', () => {
       runs.get('purge expired mobile-ID secrets')!();
       await waitFor(
         async () => (await accessToken()) === null,
-        5_000,
+        20_000,
         'the purge job to remove the expired access token',
       );
     } finally {

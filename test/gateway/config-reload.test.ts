@@ -667,7 +667,7 @@ describe('configuration that reloads without a restart', () => {
       fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
       expect((await reload(t)).status).toBe(200);
       // The removed key's connection ends: 4403, naming the reload; the kept key's goes on.
-      const closed = await waitFor(() => removedEnd(), 5_000, "the removed key's connection to close");
+      const closed = await waitFor(() => removedEnd(), 20_000, "the removed key's connection to close");
       expect(closed.code).toBe(4403);
       expect(closed.reason).toMatch(/configuration was reloaded/);
       expect(await run(kept)).toEqual({ data: { __typename: 'Query' } });
@@ -712,7 +712,7 @@ describe('configuration that reloads without a restart', () => {
       try {
         await waitFor(
           () => subscribers(t, 'mobile-id', removedId) === 1 && subscribers(t, 'mobile-id', keptId) === 1,
-          10_000,
+          20_000,
           'both subscriptions listening',
         );
         fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
@@ -720,7 +720,7 @@ describe('configuration that reloads without a restart', () => {
         // The removed key's subscription ends: its last result says why, then `complete`.
         await waitFor(
           () => removed.completed() || removed.errors.length > 0,
-          10_000,
+          20_000,
           "the removed key's subscription to end",
         );
         expect(removed.errors).toEqual([]);
@@ -735,13 +735,13 @@ describe('configuration that reloads without a restart', () => {
             ],
           },
         ]);
-        await waitFor(() => subscribers(t, 'mobile-id', removedId) === 0, 5_000, 'the removed subscription to leave');
+        await waitFor(() => subscribers(t, 'mobile-id', removedId) === 0, 20_000, 'the removed subscription to leave');
         // A result for each after the reload: only the kept key's subscription receives one.
         const notify = async (id: string) =>
           expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
         await notify(removedId);
         await notify(keptId);
-        await waitFor(() => kept.results.length > 0, 10_000, "the kept key's result");
+        await waitFor(() => kept.results.length > 0, 20_000, "the kept key's result");
         expect(kept.results[0].data.mobileIdAuthentication).toMatchObject({ idTokenVerified: true });
         expect(kept.errors).toEqual([]);
         expect(removed.results).toHaveLength(1);
@@ -793,20 +793,20 @@ describe('configuration that reloads without a restart', () => {
       try {
         await waitFor(
           () => subscribers(t, 'mobile-id', id) === 1 && ticking.results.length > 0,
-          10_000,
+          20_000,
           'both subscriptions running',
         );
         fs.writeFileSync(files.apps, appsFile([OLD_KEY], 'cloud:read, cloud:write'));
         expect((await reload(t)).status).toBe(200);
-        await waitFor(() => scoped.completed() || scoped.errors.length > 0, 10_000, 'the scoped subscription to end');
+        await waitFor(() => scoped.completed() || scoped.errors.length > 0, 20_000, 'the scoped subscription to end');
         const ended = mode.transport === 'ws' ? [[forbiddenNow]] : [{ errors: [forbiddenNow] }];
         expect(mode.transport === 'ws' ? scoped.errors : scoped.results).toEqual(ended);
         expect(mode.transport === 'ws' ? scoped.results : scoped.errors).toEqual([]);
-        await waitFor(() => subscribers(t, 'mobile-id', id) === 0, 5_000, 'the forbidden subscription to leave');
+        await waitFor(() => subscribers(t, 'mobile-id', id) === 0, 20_000, 'the forbidden subscription to leave');
         // The connection and its other subscription go on; the ended one gets nothing more.
         const seen = ticking.results.length;
         expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
-        await waitFor(() => ticking.results.length > seen + 2, 10_000, 'the admitted subscription to keep receiving');
+        await waitFor(() => ticking.results.length > seen + 2, 20_000, 'the admitted subscription to keep receiving');
         expect(ticking.errors).toEqual([]);
         expect(ticking.completed()).toBe(false);
         expect(mode.transport === 'ws' ? scoped.results : scoped.errors).toEqual([]);
@@ -843,7 +843,7 @@ describe('configuration that reloads without a restart', () => {
       const before = subscribers(t, 'mobile-id');
       const removedWait = wait(removed);
       const keptWait = wait(kept);
-      await waitFor(() => subscribers(t, 'mobile-id') >= before + 2, 10_000, 'both calls waiting');
+      await waitFor(() => subscribers(t, 'mobile-id') >= before + 2, 20_000, 'both calls waiting');
       fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
       expect((await reload(t)).status).toBe(200);
       expect(await removedListen.closed).toBe('remote');
@@ -864,7 +864,7 @@ describe('configuration that reloads without a restart', () => {
       const got = await keptWait;
       expect(got.isError).toBeFalsy();
       expect((got.structuredContent!.events as { key: string }[]).map((e) => e.key)).toEqual([id]);
-      await waitFor(() => updated.kept.length > 0, 10_000, "the kept key's listen stream notified");
+      await waitFor(() => updated.kept.length > 0, 20_000, "the kept key's listen stream notified");
       expect(updated).toEqual({ removed: [], kept: [uri] });
     } finally {
       await removed.close();
@@ -883,17 +883,17 @@ describe('configuration that reloads without a restart', () => {
       await c.client.listen({ resourceSubscriptions: [uriOf(lost), uriOf(back)] });
       const listening = (n: number) =>
         subscribers(t, 'mobile-id', lost) === n && subscribers(t, 'mobile-id', back) === n;
-      await waitFor(() => listening(1), 10_000, 'the stream to listen');
+      await waitFor(() => listening(1), 20_000, 'the stream to listen');
       fs.writeFileSync(files.apps, appsFile([OLD_KEY], 'cloud:read, cloud:write'));
       expect((await reload(t)).status).toBe(200);
       // As a stream opened now would: the resources its app may no longer read are never signalled (no oracle).
-      await waitFor(() => listening(0), 10_000, 'the stream to stop listening to mobile-ID results');
+      await waitFor(() => listening(0), 20_000, 'the stream to stop listening to mobile-ID results');
       expect((await postNotification(t, await mobile.notification(lost), { token: NOTIFY })).status).toBe(204);
       fs.writeFileSync(files.apps, appsFile([OLD_KEY]));
       expect((await reload(t)).status).toBe(200);
-      await waitFor(() => listening(1), 10_000, 'the stream to listen again');
+      await waitFor(() => listening(1), 20_000, 'the stream to listen again');
       expect((await postNotification(t, await mobile.notification(back), { token: NOTIFY })).status).toBe(204);
-      await waitFor(() => updated.includes(uriOf(back)), 10_000, 'the stream signalled');
+      await waitFor(() => updated.includes(uriOf(back)), 20_000, 'the stream signalled');
       expect(updated).toEqual([uriOf(back)]);
     } finally {
       await c.close();
@@ -907,10 +907,10 @@ describe('configuration that reloads without a restart', () => {
       const before = subscribers(t, 'mobile-id');
       // Without kinds: every kind its scopes allow when it was called, mobile-ID results among them.
       const waiting = c.call('wait_for_events', { cursor: start.structuredContent!.cursor, timeoutSeconds: 300 });
-      await waitFor(() => subscribers(t, 'mobile-id') > before, 10_000, 'the call waiting');
+      await waitFor(() => subscribers(t, 'mobile-id') > before, 20_000, 'the call waiting');
       fs.writeFileSync(files.apps, appsFile([OLD_KEY], 'cloud:read, cloud:write'));
       expect((await reload(t)).status).toBe(200);
-      await waitFor(() => subscribers(t, 'mobile-id') === before, 10_000, 'the call to stop waiting');
+      await waitFor(() => subscribers(t, 'mobile-id') === before, 20_000, 'the call to stop waiting');
       const id = `mcp-wait-lost-${Math.random()}`;
       expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
       const ended = await waiting;
@@ -973,7 +973,7 @@ describe('a reload while a WebSocket connection is being authenticated', () => {
       const outcome = new Promise<unknown>((resolve) => {
         client.subscribe({ query: TYPENAME }, { next: resolve, error: resolve, complete: () => {} });
       });
-      await waitFor(() => requests === 2 || undefined, 10_000, 'the verification to wait for the JWKS');
+      await waitFor(() => requests === 2 || undefined, 20_000, 'the verification to wait for the JWKS');
       // Meanwhile the apps file gives the name portal to an app with keys: a JWT no longer takes it.
       fs.writeFileSync(
         apps,
@@ -1029,15 +1029,15 @@ describe('a reload after which the JWKS URL cannot be fetched', () => {
       const overWs = collect(ws, HEARTBEAT, {});
       const overSse = collect(sse, HEARTBEAT, {});
       // Each has its first beat: both are open, authenticated with the reachable keys.
-      await waitFor(() => overWs.results.length > 0 && overSse.results.length > 0, 10_000, 'the first beats');
+      await waitFor(() => overWs.results.length > 0 && overSse.results.length > 0, 20_000, 'the first beats');
       fs.writeFileSync(issuers, issuersWith(down));
       expect((await reload(t)).status).toBe(200);
-      await waitFor(() => closed, 10_000, 'the WebSocket to close');
+      await waitFor(() => closed, 20_000, 'the WebSocket to close');
       expect(closed!.code).toBe(1013);
       expect(closed!.reason).toMatch(
         /^Try again later \(the configuration was reloaded\): the identity provider's keys/,
       );
-      await waitFor(() => overSse.completed() || overSse.errors.length > 0, 10_000, 'the SSE subscription to end');
+      await waitFor(() => overSse.completed() || overSse.errors.length > 0, 20_000, 'the SSE subscription to end');
       expect(overSse.results.at(-1)).toEqual({
         errors: [
           {

@@ -114,8 +114,8 @@ async function holdOpen(credential: string): Promise<Held> {
   const cursor = (await mcp.call('wait_for_events', { kinds: ['verification'], timeoutSeconds: 0 })).structuredContent!
     .cursor as string;
   const wait = mcp.call('wait_for_events', { cursor, kinds: ['verification'], timeoutSeconds: 300 });
-  await waitFor(() => subscribers(t, 'verification', id) === 4, 10_000, 'every stream listening');
-  await waitFor(() => subscribers(t, 'verification', null) > waitingBefore, 10_000, 'the wait listening');
+  await waitFor(() => subscribers(t, 'verification', id) === 4, 20_000, 'every stream listening');
+  await waitFor(() => subscribers(t, 'verification', null) > waitingBefore, 20_000, 'the wait listening');
   return {
     id,
     streams,
@@ -137,7 +137,7 @@ const ended = (s: Collected) => s.completed() || s.errors.length > 0;
 async function expectAllReceive(held: Held): Promise<void> {
   await t.gateway.sandbox.verification!.complete(held.id);
   const streams = Object.values(held.streams);
-  await waitFor(() => streams.every((s) => s.results.length > 0 || ended(s)), 10_000, 'each stream to receive');
+  await waitFor(() => streams.every((s) => s.results.length > 0 || ended(s)), 20_000, 'each stream to receive');
   for (const s of streams) {
     expect(s.errors).toEqual([]);
     expect(s.results.map((r) => r.data?.verificationCompleted?.externalId)).toEqual([held.id]);
@@ -145,7 +145,7 @@ async function expectAllReceive(held: Held): Promise<void> {
   const waited = await held.wait;
   expect(waited.isError).toBeFalsy();
   expect((waited.structuredContent!.events as { key: string }[]).map((e) => e.key)).toEqual([held.id]);
-  await waitFor(() => held.updated.length > 0, 10_000, 'the listen stream notified');
+  await waitFor(() => held.updated.length > 0, 20_000, 'the listen stream notified');
   expect(held.updated).toEqual([`identity://verifications/${held.id}`]);
 }
 
@@ -208,7 +208,7 @@ describe('a reload that removes an identity provider', () => {
       expect((await t.graphql('{ __typename }', {}, { key: staffToken })).status).toBe(401);
 
       const streams = Object.values(removed.streams);
-      await waitFor(() => streams.every(ended), 10_000, "the removed provider's streams to end");
+      await waitFor(() => streams.every(ended), 20_000, "the removed provider's streams to end");
       expect(removed.streams.ws.errors).toEqual([
         expect.objectContaining({ code: 4403, reason: expect.stringMatching(/configuration was reloaded/) }),
       ]);
@@ -229,7 +229,7 @@ describe('a reload that removes an identity provider', () => {
         cursor: expect.any(String),
       });
       expect(await removed.listen.closed).toBe('remote');
-      await waitFor(() => subscribers(t, 'verification', removed.id) === 0, 10_000, 'the ended streams to leave');
+      await waitFor(() => subscribers(t, 'verification', removed.id) === 0, 20_000, 'the ended streams to leave');
 
       // Its verification's result reaches none of them; the kept credentials' streams each receive theirs.
       await t.gateway.sandbox.verification!.complete(removed.id);
@@ -256,13 +256,13 @@ describe('a reload after which a held token is checked against keys still being 
         moved.hold();
         fs.writeFileSync(path.join(dir, 'issuers.yaml'), issuers({ desk: { url: moved.url, apps: 'kiosk-desk' } }));
         expect((await reload()).status).toBe(200);
-        await waitFor(() => moved.requests > 0, 10_000, 'the check to await the moved keys');
+        await waitFor(() => moved.requests > 0, 20_000, 'the check to await the moved keys');
         // An event for what the token holds, while its check is pending: delivered by the key's streams only.
         await t.gateway.sandbox.verification!.complete(removed.id);
         await expectAllReceive(kept);
         moved.release();
         const streams = Object.values(removed.streams);
-        await waitFor(() => streams.every(ended), 10_000, "the refused token's streams to end");
+        await waitFor(() => streams.every(ended), 20_000, "the refused token's streams to end");
         expect(streams.map((s) => s.results.filter((r) => r.data))).toEqual([[], [], []]);
         expect((await removed.wait).structuredContent).toMatchObject({ errors: [{ code: 'UNAUTHENTICATED' }] });
         expect(await removed.listen.closed).toBe('remote');
@@ -290,7 +290,7 @@ describe('a reload after which a held token is checked against keys still being 
         moved.hold();
         fs.writeFileSync(path.join(dir, 'issuers.yaml'), issuers({ desk: { url: moved.url, apps: 'desk' } }));
         expect((await reload()).status).toBe(200);
-        await waitFor(() => moved.requests > 0, 10_000, 'the check to await the moved keys');
+        await waitFor(() => moved.requests > 0, 20_000, 'the check to await the moved keys');
         // Its event, while its check is pending, then the key's: the key's streams receive theirs, the token's nothing.
         await t.gateway.sandbox.verification!.complete(accepted.id);
         await expectAllReceive(kept);
@@ -301,7 +301,7 @@ describe('a reload after which a held token is checked against keys still being 
         expect(waited).toBe(false);
 
         moved.release();
-        await waitFor(() => streams.every((s) => s.results.length > 0), 10_000, "the token's streams to receive");
+        await waitFor(() => streams.every((s) => s.results.length > 0), 20_000, "the token's streams to receive");
         for (const s of streams) {
           expect(s.errors).toEqual([]);
           expect(s.results.map((r) => r.data?.verificationCompleted?.externalId)).toEqual([accepted.id]);
@@ -310,7 +310,7 @@ describe('a reload after which a held token is checked against keys still being 
         expect(new Set(streams.map((s) => s.results[0]!.extensions?.cursor)).size).toBe(1);
         const page = (await accepted.wait).structuredContent!;
         expect((page.events as { key: string }[]).map((e) => e.key)).toEqual([accepted.id]);
-        await waitFor(() => accepted.updated.length > 0, 10_000, 'the listen stream notified');
+        await waitFor(() => accepted.updated.length > 0, 20_000, 'the listen stream notified');
         expect(accepted.updated).toEqual([`identity://verifications/${accepted.id}`]);
         expect(streams.map(ended)).toEqual([false, false, false]);
       } finally {

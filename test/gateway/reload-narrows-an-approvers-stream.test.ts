@@ -67,7 +67,7 @@ describe.each([
             });
       clients.push(client);
       const sub = collect(client, CHANGED, {});
-      await waitFor(() => sub.results.length > 0, 10_000, 'the first list');
+      await waitFor(() => sub.results.length > 0, 20_000, 'the first list');
       expect(sub.results[0].data.pendingAgentPlansChanged).toEqual([{ id: first }]);
 
       fs.writeFileSync(file, apps(after));
@@ -82,7 +82,7 @@ describe.each([
       const lists = () => sub.results.map((r) => JSON.stringify(r.data?.pendingAgentPlansChanged ?? null));
       await waitFor(
         () => sub.completed() || sub.errors.length > 0 || lists().some((l) => l.includes(later)),
-        10_000,
+        20_000,
         'the subscription to end, or to list the later plan',
       );
       expect(lists().filter((l) => l.includes(later))).toEqual([]);

@@ -63,7 +63,7 @@ export async function subscriptionsOnBus(t: TestGateway, kind: string, ...keys: 
   for (const k of keys) want.set(k, (want.get(k) ?? 0) + 1);
   await waitFor(
     () => [...want].every(([k, n]) => subscribers(t, kind, k) >= n),
-    5_000,
+    20_000,
     `subscriptions ${keys.join(', ')} on the bus`,
   );
 }

@@ -135,7 +135,7 @@ export function wildcardListeners(t: TestGateway, kind: string): number {
 
 /** Waits until no stream listens for every key of `kind` on `t` (earlier clients are gone), so that the next one is known to be listening once one is. */
 export async function noWildcardListener(t: TestGateway, kind: string): Promise<void> {
-  await waitFor(() => wildcardListeners(t, kind) === 0, 10_000, 'earlier subscribers gone');
+  await waitFor(() => wildcardListeners(t, kind) === 0, 20_000, 'earlier subscribers gone');
 }
 
 /** The two streams that end, resumed with `after` over graphql-ws (test/events/resume-ended-streams*.test.ts). */
@@ -207,7 +207,7 @@ export const kafkaInput = (name: string, cidr: string) => ({
 });
 
 /** A bounded wait on a stream's end: the test fails (rather than hangs) when it does not complete within `ms`. */
-export async function ended(done: Promise<unknown>, what: string, ms = 10_000): Promise<void> {
+export async function ended(done: Promise<unknown>, what: string, ms = 20_000): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const limit = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`${what}: the stream did not complete within ${ms / 1000} s`)), ms);

@@ -7,7 +7,7 @@ import type { TestGateway } from './gateway.js';
  */
 export async function waitFor<T>(
   check: () => T | undefined | false | Promise<T | undefined | false>,
-  timeoutMs = 5_000,
+  timeoutMs = 20_000,
   what = 'condition',
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -36,7 +36,7 @@ afterEach(() => {
   for (const sub of open.splice(0)) sub.stop();
   return waitFor(
     () => subscribers(t, VERIFICATION_EVENT_KIND) === 0 && subscribers(t, IDENTIFICATION_EVENT_KIND) === 0,
-    5_000,
+    20_000,
     "the last test's subscriptions to end",
   );
 });
@@ -114,10 +114,10 @@ describe('verification callbacks: tolerant of how they are written', () => {
       // Each twice: the repeat is acknowledged and neither stored nor published again.
       for (let i = 0; i < 2; i++) expect((await post(v.url, body, headers)).status, String(body)).toBe(204);
     }
-    await waitFor(() => sub.received.length >= sent.length, 5_000, 'every callback');
+    await waitFor(() => sub.received.length >= sent.length, 20_000, 'every callback');
     // A distinct last callback is the marker: a published repeat would come before it.
     expect((await post(v.url, JSON.stringify({ status: 'LAST' }))).status).toBe(204);
-    await waitFor(() => sub.received.length > sent.length, 5_000, 'the marker');
+    await waitFor(() => sub.received.length > sent.length, 20_000, 'the marker');
     expect(sub.errors).toEqual([]);
     expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual([
       'S1',
@@ -137,7 +137,7 @@ describe('verification callbacks: tolerant of how they are written', () => {
     const sub = subscribe(client('key-a'), VERIFICATION_COMPLETED, { externalId: v.id });
     await subscriptionsOnBus(t, VERIFICATION_EVENT_KIND, v.id);
     expect((await post(v.url, JSON.stringify({ status: 'UNTYPED' }), {})).status).toBe(204);
-    await waitFor(() => sub.received.length > 0, 5_000, 'the callback');
+    await waitFor(() => sub.received.length > 0, 20_000, 'the callback');
     expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['UNTYPED']);
     // A body whose declared type is neither JSON nor form fields is still refused.
     expect((await post(v.url, JSON.stringify({ status: 'PLAIN' }), { 'content-type': 'text/plain' })).status).toBe(400);
@@ -173,7 +173,7 @@ describe('callbacks: strict about what they may change', () => {
     expect(await webhookCount('verification', 'rejected')).toBe(rejectedBefore + cases.length - 1);
     // Nothing refused was published: the first event the subscriber sees is this marker.
     expect((await post(v.url, JSON.stringify({ status: 'MARKER' }))).status).toBe(204);
-    await waitFor(() => sub.received.length > 0, 5_000, 'the marker');
+    await waitFor(() => sub.received.length > 0, 20_000, 'the marker');
     expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['MARKER']);
     sub.stop();
   });
@@ -223,7 +223,7 @@ describe('callbacks: strict about what they may change', () => {
     // Its own verification's callback is taken, and binds the address: then it names that one only.
     const own = JSON.stringify({ verificationExternalId: unbound.externalId, status: 'MARKER' });
     expect((await post(unbound.callbackUrl!, own)).status).toBe(204);
-    await waitFor(() => sub.received.length > 0, 5_000, 'the marker');
+    await waitFor(() => sub.received.length > 0, 20_000, 'the marker');
     expect(sub.received.map((e) => e.verificationCompleted)).toMatchObject([
       { externalId: unbound.externalId, status: 'MARKER' },
     ]);
@@ -242,9 +242,9 @@ describe('callbacks: strict about what they may change', () => {
     const second = JSON.stringify({ id: link.id, status: 'FAILED' });
     for (const body of [first, first, second, second, first])
       expect((await post(link.callbackUrl, body)).status).toBe(204);
-    await waitFor(() => sub.received.length > 1, 5_000, 'both outcomes');
+    await waitFor(() => sub.received.length > 1, 20_000, 'both outcomes');
     expect((await post(link.callbackUrl, JSON.stringify({ id: link.id, status: 'MARKER' }))).status).toBe(204);
-    await waitFor(() => sub.received.length > 2, 5_000, 'the marker');
+    await waitFor(() => sub.received.length > 2, 20_000, 'the marker');
     expect(sub.received.map((e) => e.identificationCompleted.status)).toEqual(['COMPLETED', 'FAILED', 'MARKER']);
     const read = await t.graphql(
       `query($id: ID!) { identification(id: $id) { status } }`,
@@ -297,7 +297,7 @@ describe('callback members in another letter case', () => {
     expect((await post(v.url, body)).status, 'an exact repeat is acknowledged').toBe(204);
     // A distinct later callback is the marker: had the repeat been published, it would come before it.
     expect((await post(v.url, JSON.stringify({ status: 'ARCHIVED' }))).status).toBe(204);
-    await waitFor(() => sub.received.length > 1, 5_000, 'both callbacks');
+    await waitFor(() => sub.received.length > 1, 20_000, 'both callbacks');
     expect(sub.errors).toEqual([]);
     expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['COMPLETED', 'ARCHIVED']);
     expect(await eventCount(VERIFICATION_EVENT_KIND, v.id)).toBe(2);
@@ -334,7 +334,7 @@ describe('callback members in another letter case', () => {
       const body = JSON.stringify({ [name]: link.id, [status]: 'DONE', EventType: 'finished' });
       for (let i = 0; i < 2; i++) expect((await post(link.callbackUrl, body)).status, body).toBe(204);
       expect((await post(link.callbackUrl, JSON.stringify({ id: link.id, status: 'ARCHIVED' }))).status).toBe(204);
-      await waitFor(() => sub.received.length > 1, 5_000, 'both callbacks');
+      await waitFor(() => sub.received.length > 1, 20_000, 'both callbacks');
       expect(sub.received.map((e) => e.identificationCompleted)).toEqual([
         { id: link.id, status: 'DONE', event: 'finished' },
         { id: link.id, status: 'ARCHIVED', event: null },

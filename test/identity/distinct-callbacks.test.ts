@@ -106,7 +106,7 @@ async function watch(id: string, url: string): Promise<Subscription> {
   clients.push(c);
   const sub = subscribe(c, COMPLETED, { externalId: id });
   expect(await post(url, { verificationExternalId: id, status: 'REGISTERED', marker: true })).toBe(204);
-  await waitFor(() => sub.received.length === 1, 5_000, 'the marker callback');
+  await waitFor(() => sub.received.length === 1, 20_000, 'the marker callback');
   return sub;
 }
 
@@ -120,7 +120,7 @@ describe('every distinct verification callback is kept and delivered once', () =
     expect(await post(url, { data: { verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' } })).toBe(
       204,
     );
-    await waitFor(() => sub.received.length === 3, 5_000, 'both nested callbacks');
+    await waitFor(() => sub.received.length === 3, 20_000, 'both nested callbacks');
     expect(statuses(sub)).toEqual(['IN_REVIEW', 'COMPLETED']);
     const read = await t.graphql(COMPLETION, { id }, { key: 'key-a' });
     expect(read.data!.node.completion).toMatchObject({
@@ -136,7 +136,7 @@ describe('every distinct verification callback is kept and delivered once', () =
     const sub = await watch(id, url);
     expect(await post(url, { verificationExternalId: id, status: 'COMPLETED', decision: 'REJECTED' })).toBe(204);
     expect(await post(url, { verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' })).toBe(204);
-    await waitFor(() => sub.received.length === 3, 5_000, 'both callbacks');
+    await waitFor(() => sub.received.length === 3, 20_000, 'both callbacks');
     expect(sub.received.slice(1).map((e) => e.verificationCompleted.payload.decision)).toEqual([
       'REJECTED',
       'APPROVED',
@@ -155,7 +155,7 @@ describe('every distinct verification callback is kept and delivered once', () =
     expect(await post(url, { verificationExternalId: id, status: 'ARCHIVED' })).toBe(204);
     await waitFor(
       () => sub.received.some((e) => e.verificationCompleted.status === 'ARCHIVED'),
-      5_000,
+      20_000,
       'the callback after the repeat',
     );
     expect(statuses(sub)).toEqual(['COMPLETED', 'ARCHIVED']);
@@ -178,7 +178,7 @@ describe('every distinct verification callback is kept and delivered once', () =
     const { id, url } = await register();
     const sub = await watch(id, url);
     expect(await post(url, body(id))).toBe(204);
-    await waitFor(() => sub.received.length === 2, 5_000, 'the callback');
+    await waitFor(() => sub.received.length === 2, 20_000, 'the callback');
     expect(sub.received[1].verificationCompleted).toMatchObject({ externalId: id, status: 'COMPLETED' });
     sub.stop();
   });
@@ -193,7 +193,7 @@ describe('every distinct verification callback is kept and delivered once', () =
         'application/x-www-form-urlencoded',
       ),
     ).toBe(204);
-    await waitFor(() => sub.received.length === 2, 5_000, 'the form callback');
+    await waitFor(() => sub.received.length === 2, 20_000, 'the form callback');
     expect(sub.received[1].verificationCompleted).toMatchObject({
       externalId: id,
       status: 'COMPLETED',
@@ -250,7 +250,7 @@ describe('every distinct identification callback is kept and delivered once', ()
     clients.push(c);
     const sub = subscribe(c, IDENTIFICATION_COMPLETED, { id });
     expect(await post(url, { identificationId: id, status: 'STARTED', event: 'marker' })).toBe(204);
-    await waitFor(() => sub.received.length === 1, 5_000, 'the marker callback');
+    await waitFor(() => sub.received.length === 1, 20_000, 'the marker callback');
 
     expect(await post(url, { result: [{ identificationId: id, status: 'IN_PROGRESS' }] })).toBe(204);
     expect(
@@ -270,7 +270,7 @@ describe('every distinct identification callback is kept and delivered once', ()
     expect(await post(url, { identificationId: id, status: 'ARCHIVED' })).toBe(204);
     await waitFor(
       () => sub.received.some((e) => e.identificationCompleted.status === 'ARCHIVED'),
-      5_000,
+      20_000,
       'the last callback',
     );
     expect(sub.received.slice(1).map((e) => e.identificationCompleted.status)).toEqual([

@@ -67,10 +67,10 @@ describe('identification callbacks on PostgreSQL replicas', () => {
       await waitForSubscribers(a, IDENTIFICATION_EVENT_KIND);
       expect(await post(`${b.url}${path}`, { id, status: 'COMPLETED' })).toBe(204);
       expect(await post(`${a.url}${path}`, { id, status: 'COMPLETED' })).toBe(204);
-      await expect.poll(() => received.length, { timeout: 10_000 }).toBe(1);
+      await expect.poll(() => received.length, { timeout: 20_000 }).toBe(1);
       // A distinct later callback, through B again, is the marker: a second copy of the first would come before it.
       expect(await post(`${b.url}${path}`, { id, status: 'ARCHIVED' })).toBe(204);
-      await expect.poll(() => received.length, { timeout: 10_000 }).toBe(2);
+      await expect.poll(() => received.length, { timeout: 20_000 }).toBe(2);
       expect(received).toEqual([
         { id, status: 'COMPLETED' },
         { id, status: 'ARCHIVED' },

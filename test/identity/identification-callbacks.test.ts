@@ -90,7 +90,7 @@ describe('identification completion callbacks as subscription events', () => {
     sandbox = t.gateway.sandbox.identification!;
   });
   // Each test stops its subscriptions: the next starts once they have left the bus (settled counts from none).
-  afterEach(() => waitFor(() => subscribers(t, KIND) === 0, 5_000, "the last test's subscriptions to end"));
+  afterEach(() => waitFor(() => subscribers(t, KIND) === 0, 20_000, "the last test's subscriptions to end"));
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.dispose()));
     await t.close();
@@ -206,7 +206,7 @@ describe('identification completion callbacks as subscription events', () => {
     expect(await sandbox.complete(link.id)).toBe(204);
     // The 204 came after the append: the event is in the log as soon as the sandbox has its answer.
     expect(await eventCount(t, link.id)).toBe(1);
-    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 5_000, 'the completion');
+    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 20_000, 'the completion');
     expect(sub.errors).toEqual([]);
     expect(event.identificationCompleted).toMatchObject({
       id: link.id,
@@ -232,7 +232,7 @@ describe('identification completion callbacks as subscription events', () => {
     ).toBe(204);
 
     const sub = subscribe(client('key-a'), COMPLETED, { id: link.id });
-    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 5_000, 'the stored completion');
+    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 20_000, 'the stored completion');
     expect(event.identificationCompleted).toMatchObject({
       id: link.id,
       status: 'APPROVED',
@@ -254,7 +254,7 @@ describe('identification completion callbacks as subscription events', () => {
     // Once live, a later callback is the marker: had the stored completion come twice, the copy would precede it.
     await settled(t, link.id);
     expect((await post(link.callbackUrl, JSON.stringify({ id: link.id, status: 'ARCHIVED' }))).status).toBe(204);
-    await waitFor(() => sub.received.length > 1, 5_000, 'the marker');
+    await waitFor(() => sub.received.length > 1, 20_000, 'the marker');
     expect(sub.received.map((e) => e.identificationCompleted.status)).toEqual(['APPROVED', 'ARCHIVED']);
     sub.stop();
   });
@@ -273,7 +273,7 @@ describe('identification completion callbacks as subscription events', () => {
     expect((await post(link.callbackUrl, JSON.stringify({ id: link.id, status: 'ARCHIVED' }))).status).toBe(204);
     const statuses = (received: typeof one.received) =>
       received.filter((e) => e.identificationCompleted.id === link.id).map((e) => e.identificationCompleted.status);
-    await waitFor(() => statuses(one.received).length > 1 && statuses(all.received).length > 1, 5_000, 'the marker');
+    await waitFor(() => statuses(one.received).length > 1 && statuses(all.received).length > 1, 20_000, 'the marker');
     expect(statuses(one.received)).toEqual(['COMPLETED', 'ARCHIVED']);
     expect(statuses(all.received)).toEqual(['COMPLETED', 'ARCHIVED']);
     expect(await eventCount(t, link.id)).toBe(2);
@@ -318,7 +318,7 @@ describe('identification completion callbacks as subscription events', () => {
     // Another key's completion first: the key's own, published after it, is the marker.
     expect(await sandbox.complete(theirs.id)).toBe(204);
     expect(await sandbox.complete(mine.id)).toBe(204);
-    await waitFor(() => sub.received.some((e) => e.identificationCompleted.id === mine.id), 5_000, 'key-a completion');
+    await waitFor(() => sub.received.some((e) => e.identificationCompleted.id === mine.id), 20_000, 'key-a completion');
     const seen = sub.received.map((e) => e.identificationCompleted.id);
     expect(seen).toContain(mine.id);
     expect(seen).not.toContain(theirs.id);
@@ -338,7 +338,7 @@ describe('identification completion callbacks as subscription events', () => {
     const marker = subscribe(c, COMPLETED, { id: own.id });
     await settled(t, link.id, own.id);
     expect(await sandbox.complete(own.id)).toBe(204);
-    await waitFor(() => marker.received.length > 0, 5_000, "key-b's own completion");
+    await waitFor(() => marker.received.length > 0, 20_000, "key-b's own completion");
     expect(sub.received).toHaveLength(0);
     marker.stop();
     sub.stop();

@@ -84,7 +84,7 @@ describe('verification callbacks as subscription events', () => {
     sandbox = t.gateway.sandbox.verification!;
   });
   // Each test stops its subscriptions: the next starts once they have left the bus (settled counts from none).
-  afterEach(() => waitFor(() => subscribers(t, KIND) === 0, 5_000, "the last test's subscriptions to end"));
+  afterEach(() => waitFor(() => subscribers(t, KIND) === 0, 20_000, "the last test's subscriptions to end"));
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.dispose()));
     await t.close();
@@ -98,7 +98,7 @@ describe('verification callbacks as subscription events', () => {
     expect(sub.received).toHaveLength(0);
 
     await sandbox.complete(id);
-    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 5_000, 'the completion');
+    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 20_000, 'the completion');
     expect(sub.errors).toEqual([]);
     expect(event.verificationCompleted).toMatchObject({
       externalId: id,
@@ -116,13 +116,13 @@ describe('verification callbacks as subscription events', () => {
     expect(await eventCount(t, id)).toBe(1);
 
     const sub = subscribe(client('key-a'), COMPLETED, { externalId: id });
-    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 5_000, 'the stored completion');
+    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 20_000, 'the stored completion');
     expect(event.verificationCompleted).toMatchObject({ externalId: id, status: 'COMPLETED' });
     // Once live, a later callback is the marker: had the stored result come twice, the second copy would precede it.
     await settled(t, id);
     const marker = JSON.stringify({ verificationExternalId: id, status: 'ARCHIVED' });
     expect((await post(callbackUrlOf(sandbox, id), marker)).status).toBe(204);
-    await waitFor(() => sub.received.length > 1, 5_000, 'the marker');
+    await waitFor(() => sub.received.length > 1, 20_000, 'the marker');
     expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['COMPLETED', 'ARCHIVED']);
     sub.stop();
   });
@@ -135,7 +135,7 @@ describe('verification callbacks as subscription events', () => {
     await settled(t, null, id);
 
     await sandbox.complete(id);
-    await waitFor(() => one.received.length > 0, 5_000, 'the first delivery');
+    await waitFor(() => one.received.length > 0, 20_000, 'the first delivery');
     expect(await sandbox.redeliver(id)).toBe(204);
     expect(await sandbox.redeliver(id)).toBe(204);
     expect(await eventCount(t, id)).toBe(1);
@@ -144,7 +144,7 @@ describe('verification callbacks as subscription events', () => {
     expect((await post(callbackUrlOf(sandbox, id), marker)).status).toBe(204);
     const statuses = (received: typeof one.received) =>
       received.filter((e) => e.verificationCompleted.externalId === id).map((e) => e.verificationCompleted.status);
-    await waitFor(() => statuses(one.received).length > 1 && statuses(all.received).length > 1, 5_000, 'the marker');
+    await waitFor(() => statuses(one.received).length > 1 && statuses(all.received).length > 1, 20_000, 'the marker');
 
     expect(statuses(one.received)).toEqual(['COMPLETED', 'ARCHIVED']);
     expect(statuses(all.received)).toEqual(['COMPLETED', 'ARCHIVED']);
@@ -164,7 +164,7 @@ describe('verification callbacks as subscription events', () => {
       (await post(url, JSON.stringify({ verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' })))
         .status,
     ).toBe(204);
-    await waitFor(() => sub.received.length === 2, 5_000, 'two events');
+    await waitFor(() => sub.received.length === 2, 20_000, 'two events');
     expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['IN_REVIEW', 'COMPLETED']);
     sub.stop();
   });
@@ -180,7 +180,7 @@ describe('verification callbacks as subscription events', () => {
     await sandbox.complete(mine);
     await waitFor(
       () => sub.received.some((e) => e.verificationCompleted.externalId === mine),
-      5_000,
+      20_000,
       'key-a completion',
     );
     const seen = sub.received.map((e) => e.verificationCompleted.externalId);
@@ -271,7 +271,7 @@ describe('verification callbacks end to end with the sandbox delay', () => {
     try {
       const id = await register(t);
       const sub = subscribe(c, COMPLETED, { externalId: id });
-      const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 5_000, 'the completion');
+      const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 20_000, 'the completion');
       expect(event.verificationCompleted).toMatchObject({ externalId: id, status: 'COMPLETED' });
       sub.stop();
     } finally {

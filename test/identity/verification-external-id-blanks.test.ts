@@ -70,7 +70,7 @@ describe('an externalId with blanks around it', () => {
     const c = wsClient(t, {});
     clients.push(c);
     const sub = subscribe(c, COMPLETED, { externalId: spaced });
-    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 5_000, 'the stored completion');
+    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 20_000, 'the stored completion');
     expect(sub.errors).toEqual([]);
     expect(event.verificationCompleted).toEqual({
       externalId: bare,

@@ -284,7 +284,7 @@ describe('mobile-ID notifications reach subscribers', () => {
     const sub = collect(c, SUBSCRIPTION, { id });
     await waitForSubscribers(gw, 'mobile-id', id);
     sub.stop();
-    await waitFor(() => subscribers(gw, 'mobile-id', id) === 0, 2_000, 'the stopped subscription to leave the bus');
+    await waitFor(() => subscribers(gw, 'mobile-id', id) === 0, 20_000, 'the stopped subscription to leave the bus');
     expect(subscribers(gw, 'mobile-id')).toBe(0);
   });
 });

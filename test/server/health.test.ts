@@ -48,7 +48,7 @@ describe('health, readiness and metrics', () => {
         const t = await metrics();
         return t.includes(`gateway_events_published_total{kind="${MOBILE_ID_EVENT_KIND}"}`) && t;
       },
-      5_000,
+      20_000,
       'the published event counted',
     );
     expect(text).toContain(`gateway_events_published_total{kind="${MOBILE_ID_EVENT_KIND}"} 1`);

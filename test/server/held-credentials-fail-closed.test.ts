@@ -56,7 +56,7 @@ describe('a held credential whose check throws after a reload', () => {
     const f = fixture(() => Promise.reject(new Error('the identity provider client failed')));
     f.reload();
     f.held.recheckAll();
-    await expect.poll(() => f.refusals.length).toBe(1);
+    await expect.poll(() => f.refusals.length, { timeout: 20_000 }).toBe(1);
     expect(f.refusals[0]!.reason).toBe('unavailable');
   });
 

@@ -103,7 +103,7 @@ describe('the id of an SSE event', () => {
     });
     const read = readEvents(res.body);
     // The callback arrived before the subscription: it is delivered at once from the event log.
-    await waitFor(() => read.events.length >= 1, 10_000, 'the stored event');
+    await waitFor(() => read.events.length >= 1, 20_000, 'the stored event');
     controller.abort();
     await read.ended;
     const [next] = read.events;
@@ -141,7 +141,7 @@ describe('the id of an SSE event', () => {
       }),
     );
     const nexts = () => read.events.filter((e) => e.lines.includes('event: next'));
-    await waitFor(() => nexts().length === 4, 10_000, 'a result of each operation');
+    await waitFor(() => nexts().length === 4, 20_000, 'a result of each operation');
     controller.abort();
     await read.ended;
     const byOperation = new Map(nexts().map((e) => [e.data.id as string, e]));

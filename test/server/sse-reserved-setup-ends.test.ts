@@ -62,7 +62,7 @@ async function streamGone(gw: TestGateway, token: string): Promise<void> {
       await probe.body.text();
       return probe.statusCode === 404;
     },
-    10_000,
+    20_000,
     'the reserved stream to be gone',
   );
 }
@@ -101,7 +101,7 @@ it('a subscription stopped by DELETE while it is set up ends, and the app may su
   // graphql-sse's answer for an operation stopped before it was ready.
   expect(answer.statusCode).toBe(204);
 
-  await waitFor(() => live() === 0, 10_000, 'the stopped subscription to give back its place');
+  await waitFor(() => live() === 0, 20_000, 'the stopped subscription to give back its place');
   expect(subscribers(gw, 'mobile-id', 'deleted-in-setup')).toBe(0);
   const abort = new AbortController();
   expect(await subscribeAgain(gw, 'after-delete', abort)).toBe(1);
@@ -129,8 +129,8 @@ it('a subscription whose reserved stream closes while it is set up ends, and the
   const answer = await posted;
   await answer.body.text();
 
-  await waitFor(() => live() === 0, 10_000, 'the subscription of the closed stream to give back its place');
-  await waitFor(() => subscribers(gw, 'mobile-id', 'closed-in-setup') === 0, 10_000, 'its source to end');
+  await waitFor(() => live() === 0, 20_000, 'the subscription of the closed stream to give back its place');
+  await waitFor(() => subscribers(gw, 'mobile-id', 'closed-in-setup') === 0, 20_000, 'its source to end');
   const abort = new AbortController();
   expect(await subscribeAgain(gw, 'after-close', abort)).toBe(1);
   abort.abort();
@@ -153,6 +153,6 @@ it('a subscription whose reserved stream is released unconnected while it is set
   const answer = await posted;
   await answer.body.text();
 
-  await waitFor(() => live() === 0, 10_000, 'the subscription of the released stream to give back its place');
-  await waitFor(() => subscribers(gw, 'mobile-id', 'released-in-setup') === 0, 10_000, 'its source to end');
+  await waitFor(() => live() === 0, 20_000, 'the subscription of the released stream to give back its place');
+  await waitFor(() => subscribers(gw, 'mobile-id', 'released-in-setup') === 0, 20_000, 'its source to end');
 });

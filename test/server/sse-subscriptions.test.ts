@@ -267,7 +267,7 @@ describe('reserved SSE streams that are never connected', () => {
           const r = await reserve();
           return r.status !== 409 && r;
         },
-        5_000,
+        20_000,
         'the released reservation',
       );
       expect(again.status).toBe(201);

@@ -75,7 +75,7 @@ describe.each([
     const c = await connection(gw);
     const id = `req-${randomUUID()}`;
     c.subscribe('op-1', id);
-    await waitFor(() => subscribers(gw, 'mobile-id', id) === 1, 5_000, 'the subscription listening');
+    await waitFor(() => subscribers(gw, 'mobile-id', id) === 1, 20_000, 'the subscription listening');
     // Every event stream of the gateway is an EventStream; only this test's subscription is open now.
     const stream = Object.getPrototypeOf(gw.gateway.services.events.streams.subscribe({ kind: 'none' })) as {
       nextTo: () => unknown;
@@ -84,7 +84,7 @@ describe.each([
     const next = vi.spyOn(stream, 'nextTo');
     try {
       await notify(gw, id);
-      await waitFor(() => c.frames.length === 2, 5_000, 'next and complete');
+      await waitFor(() => c.frames.length === 2, 20_000, 'next and complete');
       // The first next() was waiting before the spy; the second one, after the result, only with the switch off.
       expect(next).toHaveBeenCalledTimes(nextCalls - 1);
     } finally {
@@ -98,9 +98,9 @@ describe.each([
     // Nothing more arrives on the connection: a third frame would be a second `complete`.
     const later = `req-${randomUUID()}`;
     c.subscribe('op-2', later);
-    await waitFor(() => subscribers(gw, 'mobile-id', later) === 1, 5_000, 'the second subscription listening');
+    await waitFor(() => subscribers(gw, 'mobile-id', later) === 1, 20_000, 'the second subscription listening');
     await notify(gw, later);
-    await waitFor(() => c.frames.length === 4, 5_000, 'the second subscription ended');
+    await waitFor(() => c.frames.length === 4, 20_000, 'the second subscription ended');
     expect(c.frames.slice(2).map((f) => (JSON.parse(f) as { id: string; type: string }).id)).toEqual(['op-2', 'op-2']);
     expect(c.closed).toEqual([]);
     c.close();
@@ -114,11 +114,11 @@ describe.each([
       if (f.type === 'complete' && c.frames.length === 2) c.subscribe('op-1', second);
     });
     c.subscribe('op-1', first);
-    await waitFor(() => subscribers(gw, 'mobile-id', first) === 1, 5_000, 'the first subscription listening');
+    await waitFor(() => subscribers(gw, 'mobile-id', first) === 1, 20_000, 'the first subscription listening');
     await notify(gw, first);
-    await waitFor(() => subscribers(gw, 'mobile-id', second) === 1, 5_000, 'the id reused');
+    await waitFor(() => subscribers(gw, 'mobile-id', second) === 1, 20_000, 'the id reused');
     await notify(gw, second);
-    await waitFor(() => c.frames.length === 4, 5_000, 'the second subscription ended');
+    await waitFor(() => c.frames.length === 4, 20_000, 'the second subscription ended');
     const got = c.frames.map((f) => JSON.parse(f) as { id: string; type: string; payload?: any });
     expect(got.map((f) => [f.id, f.type])).toEqual([
       ['op-1', 'next'],
@@ -139,11 +139,15 @@ describe.each([
     const c = await connection(gw);
     const ids = Array.from({ length: 50 }, () => `req-${randomUUID()}`);
     ids.forEach((id, i) => c.subscribe(`op-${i}`, id));
-    await waitFor(() => ids.every((id) => subscribers(gw, 'mobile-id', id) === 1), 5_000, '50 subscriptions listening');
+    await waitFor(
+      () => ids.every((id) => subscribers(gw, 'mobile-id', id) === 1),
+      20_000,
+      '50 subscriptions listening',
+    );
     // The count sees them while they wait: this check can fail.
     expect(live() - before).toBeGreaterThanOrEqual(ids.length);
     for (const id of ids) await notify(gw, id);
-    await waitFor(() => c.frames.length === 2 * ids.length, 5_000, 'every subscription ended');
+    await waitFor(() => c.frames.length === 2 * ids.length, 20_000, 'every subscription ended');
     expect(c.frames.filter((f) => f.includes('"type":"complete"'))).toHaveLength(ids.length);
     expect(live() - before).toBeLessThanOrEqual(1);
     expect(c.closed).toEqual([]);
@@ -164,15 +168,19 @@ describe.each([
     for (const [op, id] of byComplete) completed.subscribe(op!, id!);
     for (const [op, id] of byClose) dropped.subscribe(op!, id!);
     const all = [...byResult, ...byComplete, ...byClose].map(([, id]) => id!);
-    await waitFor(() => all.every((id) => subscribers(gw, 'mobile-id', id) === 1), 5_000, '60 subscriptions listening');
+    await waitFor(
+      () => all.every((id) => subscribers(gw, 'mobile-id', id) === 1),
+      20_000,
+      '60 subscriptions listening',
+    );
     // The count sees their groups while they wait: this check can fail.
     expect(live() - before).toBeGreaterThanOrEqual(all.length);
     for (const [, id] of byResult) await notify(gw, id!);
     for (const [op] of byComplete) completed.complete(op!);
     dropped.close();
-    await waitFor(() => ended.frames.length === 2 * byResult.length, 5_000, 'every result delivered');
-    await waitFor(() => all.every((id) => subscribers(gw, 'mobile-id', id) === 0), 5_000, 'every subscription gone');
-    await waitFor(() => live() - before <= 0, 5_000, 'every group gone');
+    await waitFor(() => ended.frames.length === 2 * byResult.length, 20_000, 'every result delivered');
+    await waitFor(() => all.every((id) => subscribers(gw, 'mobile-id', id) === 0), 20_000, 'every subscription gone');
+    await waitFor(() => live() - before <= 0, 20_000, 'every group gone');
     expect(live() - before).toBeLessThanOrEqual(0);
     ended.close();
     completed.close();

@@ -33,7 +33,7 @@ describe('large subscription results over graphql-ws', () => {
     const clients = [wsClient(t), wsClient(t), wsClient(t)];
     try {
       const subs = clients.map((c) => subscribe(c, COMPLETED, { id: externalId }));
-      await waitFor(() => subscribers(t, 'verification', externalId) === 3, 5_000, 'three subscribers');
+      await waitFor(() => subscribers(t, 'verification', externalId) === 3, 20_000, 'three subscribers');
 
       // The payload's JSON around the text adds some bytes: 100 B, just under and over 64 KiB, and 300 KiB.
       const sizes = [100, 65_400, 65_600, 300_000];
@@ -53,7 +53,7 @@ describe('large subscription results over graphql-ws', () => {
       }
       await waitFor(
         () => subs.every((s) => s.received.length === bodies.length),
-        10_000,
+        20_000,
         'every result at every subscriber',
       );
       for (const s of subs) {

@@ -108,7 +108,7 @@ async function waiting(gw: TestGateway, count = 1) {
   ids.forEach((authReqId, i) =>
     c.send({ id: `op-${i + 1}`, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } }),
   );
-  await waitFor(() => ids.every((id) => subscribers(gw, 'mobile-id', id) === 1), 5_000, 'the subscriptions');
+  await waitFor(() => ids.every((id) => subscribers(gw, 'mobile-id', id) === 1), 20_000, 'the subscriptions');
   const deliver = async (i = 0) => {
     const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: ids[i]!, outcome: 'SUCCESS' });
     expect((await postNotification(gw, n.body, { headers: n.headers })).status).toBe(204);
@@ -173,7 +173,7 @@ describe.each([
         );
         await waitFor(
           () => ids.every((id) => subscribers(t, 'mobile-id', id) === 1),
-          5_000,
+          20_000,
           'every subscription listening',
         );
         for (const [i, authReqId] of ids.entries()) {
@@ -286,7 +286,7 @@ describe('DELIVERY_DIRECT_WRITE: the handle’s writes', () => {
     try {
       await deliver(0);
       await closed;
-      await waitFor(() => subscribers(gw, 'mobile-id', ids[1]) === 0, 5_000, 'the other subscription ended');
+      await waitFor(() => subscribers(gw, 'mobile-id', ids[1]) === 0, 20_000, 'the other subscription ended');
       // The gateway goes on serving.
       const again = await waiting(gw);
       await again.deliver();

@@ -299,7 +299,7 @@ describe('a gateway upgraded across migration 014 (SQLite)', () => {
     const first = await resumeWs(t, KEY, null);
     await waitForSubscribers(t, 'verification');
     await postCompletion(url!, id!, 'a1');
-    await waitFor(() => first.events.length === 1, 10_000, 'the first event');
+    await waitFor(() => first.events.length === 1, 20_000, 'the first event');
     const cursor = first.events[0]!.cursor;
     await first.close();
     await postCompletion(url!, id!, 'a2');
@@ -314,9 +314,9 @@ describe('a gateway upgraded across migration 014 (SQLite)', () => {
     // An exact repeat of a stored callback is a duplicate: were it stored again, the replay below would hold it.
     await postCompletion(upgraded, id!, 'a1');
     const resumed = await resumeWs(t, KEY, cursor);
-    await waitFor(() => resumed.events.length === 1, 10_000, 'the replay after the cursor');
+    await waitFor(() => resumed.events.length === 1, 20_000, 'the replay after the cursor');
     await postCompletion(upgraded, id!, 'a3');
-    await waitFor(() => resumed.events.length === 2, 10_000, 'the live event');
+    await waitFor(() => resumed.events.length === 2, 20_000, 'the live event');
     expect(resumed.events.map((e) => e.n)).toEqual(['a2', 'a3']);
     expect(resumed.errors).toEqual([]);
     await resumed.close();

@@ -31,7 +31,7 @@ const APP_SPAN_ID = '00f067aa0ba902b7';
 const TRACEPARENT = `00-${TRACE_ID}-${APP_SPAN_ID}-01`;
 const OTHER_TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 
-const eventually = <T>(find: () => T | undefined, what: string): Promise<T> => waitFor(find, 5_000, what);
+const eventually = <T>(find: () => T | undefined, what: string): Promise<T> => waitFor(find, 20_000, what);
 
 describe('tracing with OpenTelemetry', () => {
   it("makes one span per GraphQL operation, named after it, continuing the app's W3C traceparent", async () => {

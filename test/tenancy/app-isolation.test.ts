@@ -34,7 +34,7 @@ const COMPLETE_MOBILE_ID = `mutation($id: String!) { sandboxCompleteMobileIdAuth
 /** Resolves once the server has handled the socket's earlier messages (graphql-ws handles them in order). */
 async function settled(client: Client): Promise<void> {
   const tick = subscribe(client, 'subscription { heartbeat(intervalMs: 10, count: 1) }');
-  await waitFor(() => tick.completed, 5_000, 'heartbeat');
+  await waitFor(() => tick.completed, 20_000, 'heartbeat');
 }
 
 describe('several apps on one gateway: each reads only what its own API key created', () => {
@@ -91,7 +91,7 @@ describe('several apps on one gateway: each reads only what its own API key crea
     expect(mine.data!.node).toMatchObject({ externalId: id, result: { status: 'COMPLETED' } });
     await waitFor(
       async () => (await t.graphql(NODE, { id }, { key: A })).data!.node.completion !== null,
-      5_000,
+      20_000,
       'the stored callback',
     );
 
@@ -117,10 +117,10 @@ describe('several apps on one gateway: each reads only what its own API key crea
     await settled(b);
 
     await sandbox.complete(live);
-    await waitFor(() => aLive.received.length === 1, 5_000, "the owner's event");
+    await waitFor(() => aLive.received.length === 1, 20_000, "the owner's event");
     // B's own verification completes after A's: once B sees it, B's socket has been sent everything before it.
     await sandbox.complete(own);
-    await waitFor(() => bOwn.received.length === 1, 5_000, "B's own event");
+    await waitFor(() => bOwn.received.length === 1, 20_000, "B's own event");
     await settled(b);
 
     expect(aLive.received[0].verificationCompleted).toMatchObject({ externalId: live, status: 'COMPLETED' });
@@ -167,7 +167,7 @@ describe('several apps on one gateway: each reads only what its own API key crea
     // The owner's subscription gets the stored result; B's, live or late, gets nothing and no error.
     const a = client(A);
     const aLate = subscribe(a, MOBILE_ID_SUBSCRIPTION, { id: authReqId });
-    await waitFor(() => aLate.received.length === 1, 5_000, "the owner's result");
+    await waitFor(() => aLate.received.length === 1, 20_000, "the owner's result");
     const bLate = subscribe(b, MOBILE_ID_SUBSCRIPTION, { id: authReqId });
     await settled(b);
     expect(bLive.received).toEqual([]);
@@ -202,7 +202,7 @@ describe('several apps on one gateway: each reads only what its own API key crea
     const b = client(B);
     const progress = async (pid: string) => {
       const sub = subscribe(b, PROGRESS, { id: pid });
-      await waitFor(() => sub.errors.length > 0 || sub.completed, 5_000, 'the end of the subscription');
+      await waitFor(() => sub.errors.length > 0 || sub.completed, 20_000, 'the end of the subscription');
       return sub;
     };
     const theirProgress = await progress(id);

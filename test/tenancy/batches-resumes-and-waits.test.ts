@@ -133,7 +133,7 @@ describe('identificationCompleted resumed from a cursor of the owner’s stream'
     const clients: Array<{ dispose(): unknown }> = [owner];
     try {
       const ownerStream = subscribe(owner, COMPLETED, { id: theirs });
-      await waitFor(() => subscribers(gw, 'identification', theirs) >= 1, 10_000, "A's subscription");
+      await waitFor(() => subscribers(gw, 'identification', theirs) >= 1, 20_000, "A's subscription");
       let cursor: string | undefined;
       const cursors: string[] = [];
       owner.subscribe(
@@ -144,13 +144,13 @@ describe('identificationCompleted resumed from a cursor of the owner’s stream'
           complete: () => undefined,
         },
       );
-      await waitFor(() => subscribers(gw, 'identification', null) >= 1, 10_000, "A's stream over every id");
+      await waitFor(() => subscribers(gw, 'identification', null) >= 1, 20_000, "A's stream over every id");
       const before = cursorNow(gw);
       await gw.gateway.sandbox.identification!.complete(theirs, { n: 'a1' });
-      await waitFor(() => cursors.length === 1, 10_000, "A's first event");
+      await waitFor(() => cursors.length === 1, 20_000, "A's first event");
       cursor = cursors[0]!;
       await gw.gateway.sandbox.identification!.complete(theirs, { n: 'a2' });
-      await waitFor(() => ownerStream.received.length === 2, 10_000, "A's two events");
+      await waitFor(() => ownerStream.received.length === 2, 20_000, "A's two events");
       expect(ownerStream.received.map((r) => r.identificationCompleted.payload.n)).toEqual(['a1', 'a2']);
       await deliveredEverywhere(gw);
 
@@ -191,7 +191,7 @@ describe('identificationCompleted resumed from a cursor of the owner’s stream'
           subscribers(gw, 'identification', theirs) >= 1 + 6 &&
           subscribers(gw, 'identification', own) >= 6 &&
           subscribers(gw, 'identification', null) >= 1 + 6,
-        10_000,
+        20_000,
         "B's subscriptions listening",
       );
       // A's third event arrives live, before B's own: each of B's streams must pass it by.
@@ -200,7 +200,7 @@ describe('identificationCompleted resumed from a cursor of the owner’s stream'
       for (const [i, values] of got.entries()) {
         const keyedOnTheirs = i % 9 < 3;
         if (keyedOnTheirs) continue;
-        await waitFor(() => values.length > 0, 10_000, `B's own event on stream ${i}`);
+        await waitFor(() => values.length > 0, 20_000, `B's own event on stream ${i}`);
         expect(values[0], `stream ${i}`).toMatchObject({
           data: { identificationCompleted: { id: own, payload: { n: 'b1' } } },
         });
@@ -223,7 +223,7 @@ describe("MCP wait_for_events from now, while another app's events arrive", () =
     const other = await connect(gw, { key: B });
     const listening = subscribers(gw, 'verification', null);
     const waiting = other.call('wait_for_events', { timeoutSeconds: 120 });
-    await waitFor(() => subscribers(gw, 'verification', null) > listening, 10_000, "B's wait listening");
+    await waitFor(() => subscribers(gw, 'verification', null) > listening, 20_000, "B's wait listening");
     await gw.gateway.sandbox.verification!.complete(theirs);
     await deliveredEverywhere(gw);
     await gw.gateway.sandbox.verification!.complete(own);

@@ -90,10 +90,10 @@ describe('subscriptions resumed from a cursor replay none of another app’s eve
 
   /** B's own event, posted once `started` (each subscription B holds) is listening: each must get it first. */
   async function ownEventFirst(started: Array<{ first: () => unknown }>, listening: () => boolean): Promise<void> {
-    await waitFor(listening, 10_000, "B's subscriptions listening");
+    await waitFor(listening, 20_000, "B's subscriptions listening");
     await postCompletion(callbacks.get(B)!.url, callbacks.get(B)!.sentId, 'b1');
     for (const s of started) {
-      const first = (await waitFor(s.first, 10_000, "B's own event")) as { payload: { n: string } };
+      const first = (await waitFor(s.first, 20_000, "B's own event")) as { payload: { n: string } };
       expect(first).toMatchObject({ externalId, payload: { n: 'b1' } });
     }
   }
@@ -103,7 +103,7 @@ describe('subscriptions resumed from a cursor replay none of another app’s eve
     const owner = wsClient(gw, { key: A });
     try {
       const own = subscribe(owner, KEYED, { id: externalId, after: before });
-      await waitFor(() => own.received.length === 2, 10_000, "the owner's replay");
+      await waitFor(() => own.received.length === 2, 20_000, "the owner's replay");
       expect(own.received.map((r) => r.verificationCompleted.payload.n)).toEqual(['a1', 'a2']);
       const keyed = subscribe(client, KEYED, { id: externalId, after: before });
       const every = subscribe(client, KEYED, { after: before });

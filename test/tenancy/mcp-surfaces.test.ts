@@ -106,10 +106,10 @@ describe("MCP: another app's personal data", () => {
 
     await completeVerification(theirs.verification);
     await completeIdentification(theirs.identification);
-    await waitFor(() => seen.owner.length === 2, 10_000, "the owner's notifications");
+    await waitFor(() => seen.owner.length === 2, 20_000, "the owner's notifications");
     // B's own event comes after A's on the one stream: once it is there, A's were handled and never came.
     await completeVerification(own);
-    await waitFor(() => seen.other.length > 0, 10_000, "B's own notification");
+    await waitFor(() => seen.other.length > 0, 20_000, "B's own notification");
     expect(seen.owner.sort()).toEqual([...theirUris].sort());
     expect(seen.other).toEqual([uri.verification(own)]);
     await ownerSub.close();

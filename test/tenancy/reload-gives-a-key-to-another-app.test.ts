@@ -74,8 +74,8 @@ describe('a reload that gives a key to another app', () => {
       const listen = await mcp.client.listen({ resourceSubscriptions: [uri] });
       const cursor = (await mcp.call('wait_for_events', { timeoutSeconds: 0 })).structuredContent!.cursor as string;
       const waited = mcp.call('wait_for_events', { cursor, timeoutSeconds: 300 });
-      await waitFor(() => subscribers(t, 'verification', id) === 4, 10_000, 'every stream listening');
-      await waitFor(() => subscribers(t, 'verification', null) >= 1, 10_000, 'the wait listening');
+      await waitFor(() => subscribers(t, 'verification', id) === 4, 20_000, 'every stream listening');
+      await waitFor(() => subscribers(t, 'verification', null) >= 1, 20_000, 'the wait listening');
 
       fs.writeFileSync(file, apps([SHOP_NEW], [CRM, MOVED]));
       const reloaded = await request(`${t.url}/admin/reload`, {
@@ -93,12 +93,12 @@ describe('a reload that gives a key to another app', () => {
       const shop = wsClient(t, { key: SHOP_NEW });
       try {
         const own = collect(shop, COMPLETED, { id });
-        await waitFor(() => own.results.length > 0, 10_000, "shop's result");
+        await waitFor(() => own.results.length > 0, 20_000, "shop's result");
       } finally {
         await shop.dispose();
       }
       const ended = (s: (typeof streams)[number]) => s.completed() || s.errors.length > 0;
-      await waitFor(() => streams.every((s) => ended(s) || s.results.length > 0), 10_000, 'each stream to end');
+      await waitFor(() => streams.every((s) => ended(s) || s.results.length > 0), 20_000, 'each stream to end');
       const events = (s: (typeof streams)[number]) => s.results.filter((r) => r.data);
       expect(streams.map(events)).toEqual([[], [], []]);
       expect(streams.map(ended)).toEqual([true, true, true]);

@@ -59,13 +59,13 @@ describe('another app resuming from a cursor', () => {
       );
       await waitFor(
         () => gw.gateway.services.events.bus.subscribers('mobile-id') >= 3,
-        10_000,
+        20_000,
         "B's subscriptions listening",
       );
       const own = await gw.graphql(COMPLETE, { id: authReqId, outcome: 'CANCELLED_BY_USER' }, { key: B });
       expect(own.errors).toBeUndefined();
       for (const got of streams) {
-        await waitFor(() => got.length > 0, 10_000, "B's own result");
+        await waitFor(() => got.length > 0, 20_000, "B's own result");
         expect(got[0]).toMatchObject({
           data: { mobileIdAuthentication: { __typename: 'MobileIdAuthenticationFailed', reason: 'CANCELLED_BY_USER' } },
         });

@@ -142,7 +142,7 @@ describe('a circuit breaker per upstream', () => {
     // The upstream holds the trials: "in flight" is a state the test controls, not a duration.
     const held = gw.gateway.sandbox.cloud!.faults.hold();
     const trials = [create(gw, 'trial 1'), create(gw, 'trial 2')];
-    await expect.poll(() => held.arrived()).toBe(2);
+    await expect.poll(() => held.arrived(), { timeout: 20_000 }).toBe(2);
     expect(gw.gateway.circuits().cloud).toBe('half-open');
     const third = await create(gw, 'third');
     expect(third.errors![0]!.extensions).toMatchObject({

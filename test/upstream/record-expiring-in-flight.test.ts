@@ -90,7 +90,7 @@ describe('an idempotency record whose retention passes while its call still runs
       })
       .execute();
     runs.get('purge idempotency records')!();
-    await waitFor(async () => (await records(idle)).length === 0, 5_000, 'the purge job');
+    await waitFor(async () => (await records(idle)).length === 0, 20_000, 'the purge job');
     held.release();
     const done = await a;
     expect(done.errors).toBeUndefined();

@@ -97,7 +97,7 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
         body: JSON.stringify({ query: M.project, variables: { input, key } }),
       }).catch(() => null);
       await waitFor(() => projectCalls().length === 1, 20_000, "replica A's upstream request");
-      await waitFor(() => pendingRecord(b, key), 5_000, "replica A's pending record");
+      await waitFor(() => pendingRecord(b, key), 20_000, "replica A's pending record");
 
       a.child.kill('SIGKILL');
       await once(a.child, 'exit');

@@ -55,7 +55,7 @@ describe('MCP events across replicas (PostgreSQL)', () => {
       timeoutSeconds: 120,
     });
     // The wait is in flight once it listens for every key of its kinds (wait_for_events is the only such listener here).
-    await waitFor(() => wildcardListeners(replicas.b, 'mobile-id') === 1, 10_000);
+    await waitFor(() => wildcardListeners(replicas.b, 'mobile-id') === 1, 20_000);
     await mobileIdResult(replicas.a, 'key-a', 'across-1');
     const got = await waiting;
     expect(keysOf(got)).toEqual(['across-1']);

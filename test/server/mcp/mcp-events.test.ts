@@ -94,10 +94,10 @@ describe('MCP resources', () => {
     expect(otherSub.honoredFilter.resourceSubscriptions).toEqual([uriOf('listen-a'), uriOf('listen-b')]);
 
     await mobileIdResult('key-a', 'listen-a');
-    await waitFor(() => seen.owner.length === 1, 10_000);
+    await waitFor(() => seen.owner.length === 1, 20_000);
     expect(seen.owner).toEqual([uriOf('listen-a')]);
     await mobileIdResult('key-b', 'listen-b');
-    await waitFor(() => seen.other.length === 1, 10_000);
+    await waitFor(() => seen.other.length === 1, 20_000);
     expect(seen.other).toEqual([uriOf('listen-b')]);
     await ownerSub.close();
     await otherSub.close();
@@ -166,7 +166,7 @@ describe('wait_for_events', () => {
       timeoutSeconds: 120,
     });
     // The wait is in flight once it listens for every key of its kinds (wait_for_events is the only such listener here).
-    await waitFor(() => wildcardListeners(gw, 'mobile-id') === 1, 10_000);
+    await waitFor(() => wildcardListeners(gw, 'mobile-id') === 1, 20_000);
     await mobileIdResult('key-a', 'before-1');
     const got = await waiting;
     expect(got.structuredContent!.events.map((e: { key: string }) => e.key)).toEqual(['before-1']);

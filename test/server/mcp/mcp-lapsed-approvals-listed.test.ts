@@ -53,7 +53,7 @@ describe('plans awaiting approval', () => {
     const ws = wsClient(gw, { key: APPROVER_KEY });
     try {
       const sub = subscribe(ws, `subscription { pendingAgentPlansChanged { ${FIELDS} } }`);
-      const [first] = await waitFor(() => sub.received.length > 0 && sub.received, 5_000, 'the first list');
+      const [first] = await waitFor(() => sub.received.length > 0 && sub.received, 20_000, 'the first list');
       expect(sub.errors).toEqual([]);
       expect(first).toEqual({ pendingAgentPlansChanged: expected });
       sub.stop();

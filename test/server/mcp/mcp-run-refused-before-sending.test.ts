@@ -170,7 +170,7 @@ describe('a run refused before anything was sent leaves the plan as it was', () 
     // The call that lost it still runs: its heartbeat finds the plan claimed by the other, and leaves it so.
     let end!: () => void;
     const running = plans.running(lost, () => new Promise<void>((resolve) => (end = resolve)));
-    await waitFor(() => gw.logs().includes('agent plan taken over by another execution'), 5_000, 'a heartbeat');
+    await waitFor(() => gw.logs().includes('agent plan taken over by another execution'), 20_000, 'a heartbeat');
     end();
     await running;
     expect(await plans.release(lost)).toBe(false);

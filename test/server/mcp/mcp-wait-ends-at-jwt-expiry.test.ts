@@ -78,7 +78,7 @@ async function now(c: TestMcpClient): Promise<string> {
 
 /** The expiry scheduled after the first `from`. */
 const nextScheduled = (from: number) =>
-  waitFor(() => scheduled.length > from && scheduled[scheduled.length - 1], 5_000, 'the expiry scheduled');
+  waitFor(() => scheduled.length > from && scheduled[scheduled.length - 1], 20_000, 'the expiry scheduled');
 
 const keys = (result: Awaited<ReturnType<TestMcpClient['call']>>) =>
   (result.structuredContent!.events as { key: string }[]).map((e) => e.key);
@@ -160,7 +160,7 @@ describe('wait_for_events with a JWT', () => {
     const before = scheduled.length;
     const waiting = c.call('wait_for_events', { cursor, kinds: ['mobile-id'], timeoutSeconds: 300 });
     const entry = await nextScheduled(before);
-    await waitFor(() => subscribers(gw, 'mobile-id', null) > 0, 5_000, 'the wait listening');
+    await waitFor(() => subscribers(gw, 'mobile-id', null) > 0, 20_000, 'the wait listening');
     clock.advance(61_000);
     // The expiry the test holds has not fired; the event is logged after the token expired.
     const renewed = (await token(900)).jwt;
