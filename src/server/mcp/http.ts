@@ -397,9 +397,9 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
               }),
             );
           };
-          // A revision the endpoint does not serve is refused as the SDK refuses it (400, -32022), and here, before it
-          // is counted or charged: should the SDK serve a later revision than LISTEN_REVISIONS, such a listen is refused
-          // rather than opened uncounted.
+          // A revision the endpoint does not serve is refused as the SDK refuses it (400, -32022), and here, before
+          // it is counted or charged: should the SDK serve a later revision than LISTEN_REVISIONS, such a listen is
+          // refused rather than opened uncounted.
           if (!LISTEN_REVISIONS.includes(revision)) {
             const data = { supported: [...LISTEN_REVISIONS], requested: revision };
             const unsupported = new sdk.UnsupportedProtocolVersionError(data);
