@@ -35,6 +35,31 @@ export function sqliteOpenFailure(dataDir: string, file: string, err: unknown): 
   return new StoreOpenError('DATA_DIR', dataDir, why, { cause: err });
 }
 
+/** The first 16 bytes of every SQLite database file. */
+const SQLITE_MAGIC = Buffer.from('SQLite format 3\0', 'latin1');
+
+/**
+ * Refuses a `file` that exists, is not empty and does not begin as a SQLite database does, before the gateway writes
+ * anything beside it (its lock, a WAL written ahead): SQLite would refuse it only once it opens it. Reads only; a
+ * file that cannot be read is left for SQLite to report.
+ */
+export function refuseNotSqlite(dataDir: string, file: string): void {
+  const header = Buffer.alloc(SQLITE_MAGIC.length);
+  let read: number;
+  try {
+    const fd = fs.openSync(file, 'r');
+    try {
+      read = fs.readSync(fd, header, 0, header.length, 0);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return;
+  }
+  if (read === 0 || header.equals(SQLITE_MAGIC)) return;
+  throw sqliteOpenFailure(dataDir, file, Object.assign(new Error('file is not a database'), { code: 'SQLITE_NOTADB' }));
+}
+
 /** The DATA_DIRs this process holds, each with its lock's connection and how many stores share it. */
 const held = new Map<string, { lock: BetterSqlite3.Database; stores: number }>();
 
@@ -55,6 +80,14 @@ export function holdDataDir(SQLite: typeof BetterSqlite3, dataDir: string): () =
       lock.exec('begin exclusive; commit');
     } catch (err) {
       lock.close();
+      if ((err as { code?: unknown }).code === 'SQLITE_NOTADB')
+        throw new StoreOpenError(
+          'DATA_DIR',
+          dataDir,
+          `${path.join(dataDir, 'gateway.lock')} is not a SQLite database: it only marks the folder as in use and ` +
+            'holds nothing, so remove it while no gateway runs on this folder (nothing was written to it)',
+          { cause: err },
+        );
       if ((err as { code?: unknown }).code === 'SQLITE_BUSY')
         throw new StoreOpenError(
           'DATA_DIR',

@@ -5,7 +5,7 @@ import type { PoolClient } from 'pg';
 
 import { StoreUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { holdDataDir, sqliteOpenFailure, StoreOpenError } from './data-dir.js';
+import { holdDataDir, refuseNotSqlite, sqliteOpenFailure, StoreOpenError } from './data-dir.js';
 import { migrationProvider, type Dialect } from './migrations.js';
 import type { Database } from './schema.js';
 import { DEFAULT_RESTART_FRAMES, GroupCommitSqliteDialect, type WrittenTogether } from './sqlite-dialect.js';
@@ -489,6 +489,8 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     const file = path.join(options.dataDir, 'gateway.sqlite');
     try {
       fs.mkdirSync(options.dataDir, { recursive: true });
+      // Before the lock and the WAL written ahead: nothing is written beside a file the gateway will not use.
+      refuseNotSqlite(options.dataDir, file);
       releaseDataDir = holdDataDir(SQLite, options.dataDir);
     } catch (err) {
       throw sqliteOpenFailure(options.dataDir, file, err);

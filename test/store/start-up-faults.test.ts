@@ -72,6 +72,51 @@ describe('SQLite that cannot be opened at start-up (DATA_DIR)', () => {
     expect(fs.readFileSync(file).equals(bytes)).toBe(true);
   }, 60_000);
 
+  it('with SQLITE_WAL_PREALLOCATE, a gateway.sqlite that is not SQLite is refused before anything is written beside it', async () => {
+    const dataDir = tempDir();
+    const file = path.join(dataDir, 'gateway.sqlite');
+    const bytes = Buffer.from('these are not the pages of a SQLite database\n'.repeat(200));
+    fs.writeFileSync(file, bytes);
+    // Every name created, changed or removed in the folder: SQLite removes at its close the WAL it was refused with.
+    const touched: string[] = [];
+    const watcher = fs.watch(dataDir, (_event, name) => touched.push(String(name)));
+    try {
+      const run = await refused({
+        DATA_DIR: dataDir,
+        SQLITE_WAL_PREALLOCATE: 'true',
+        // The smallest WAL: what matters is whether one is written, not its size.
+        SQLITE_WAL_RESTART_FRAMES: '1024',
+      });
+      expect(run.code).toBe('1');
+      expect(run.output).toContain(file);
+      expect(run.output).toContain('not a SQLite database');
+      // A folder's events arrive in order: once the marker's has, every event of the gateway's run has too.
+      const seen = new Promise<void>((resolve) => watcher.on('change', (_e, name) => name === 'marker' && resolve()));
+      fs.writeFileSync(path.join(dataDir, 'marker'), '');
+      await seen;
+    } finally {
+      watcher.close();
+    }
+    expect([...new Set(touched)]).toEqual(['marker']);
+    fs.rmSync(path.join(dataDir, 'marker'));
+    expect(fs.readdirSync(dataDir)).toEqual(['gateway.sqlite']);
+    expect(fs.readFileSync(file).equals(bytes)).toBe(true);
+  }, 60_000);
+
+  it('a gateway.lock that is not SQLite is refused naming gateway.lock as removable, not gateway.sqlite', async () => {
+    const dataDir = tempDir();
+    const lock = path.join(dataDir, 'gateway.lock');
+    const bytes = Buffer.from('not a lock\n'.repeat(100));
+    fs.writeFileSync(lock, bytes);
+    const run = await refused({ DATA_DIR: dataDir, TOKEN_ENCRYPTION_KEY: KEY });
+    expect(run.code).toBe('1');
+    expect(run.output).toContain('DATA_DIR');
+    expect(run.output).toContain(`${lock} is not a SQLite database`);
+    expect(run.output).toContain('remove');
+    expect(run.output).not.toContain('gateway.sqlite is not');
+    expect(fs.readFileSync(lock).equals(bytes)).toBe(true);
+  }, 60_000);
+
   it.skipIf(!canMount())(
     'DATA_DIR on a read-only file system: exit 1 naming DATA_DIR as not writable',
     async () => {
