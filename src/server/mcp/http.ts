@@ -249,8 +249,6 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
         if (!host.ok) return sendJsonRpcError(res, 403, -32000, `Forbidden: ${host.message}`);
         const origin = sdk.validateOriginHeader(req.headers.origin, allowed);
         if (!origin.ok) return sendJsonRpcError(res, 403, -32000, `Forbidden: ${origin.message}`);
-        if (!o.surface.toolsets.has(toolset))
-          return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
 
         // The configuration the credential is checked under (a JWT's verification awaits its keys).
         const checkedUnder = o.held.generation();
@@ -266,6 +264,10 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
         }
         const caller = auth.caller;
         ctx.app = caller.app;
+        // Asked only of an authenticated caller: one without valid credentials is answered the same 401 whether the
+        // toolset exists or not, so that it cannot learn which do.
+        if (!o.surface.toolsets.has(toolset))
+          return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
 
         let raw: Buffer | null = null;
         let parsed: unknown;
@@ -481,10 +483,11 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
       path: METADATA_PATH,
       name: 'mcp-resource-metadata',
       handle(req, res, ctx) {
+        // Served for any toolset name, as its endpoint's 401 points here whether it exists or not: the metadata is
+        // public (read before a token), and the same for every toolset but `resource`, so it tells no one which exist.
         const toolset = ctx.params[0] ?? '';
-        if (!o.surface.toolsets.has(toolset))
-          return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
-        // RFC 9728 §3.2: the protected resource's metadata; the authorization servers are the JWTs' issuers (AUTH_ISSUER, or each of AUTH_ISSUERS).
+        // RFC 9728 §3.2: the protected resource's metadata; the authorization servers are the JWTs' issuers
+        // (AUTH_ISSUER, or each of AUTH_ISSUERS).
         res.writeHead(200, {
           'content-type': 'application/json',
           'cache-control': 'max-age=3600',
