@@ -10,7 +10,13 @@ import {
   ApolloServerPluginInlineTraceDisabled,
   ApolloServerPluginLandingPageDisabled,
 } from '@apollo/server/plugin/disabled';
-import type { FormattedExecutionResult, GraphQLFormattedError, GraphQLSchema, OperationTypeNode } from 'graphql';
+import {
+  GraphQLError,
+  type FormattedExecutionResult,
+  type GraphQLFormattedError,
+  type GraphQLSchema,
+  type OperationTypeNode,
+} from 'graphql';
 
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
@@ -18,6 +24,7 @@ import { nameOperationSpan, recordOperationErrors } from '../telemetry/operation
 import type { OperationLimits } from './limits.js';
 import type { Pipeline } from './pipeline.js';
 import {
+  ensureGraphQLError,
   formatError,
   HttpPresenter,
   noStoreValue,
@@ -36,6 +43,11 @@ export interface ApolloSetup {
   readonly gatewayPlugins: readonly ApolloServerPlugin<GraphQLContext>[];
   /** The content type a single result is answered with, per Accept header (the plugin's and the direct path's). */
   readonly contentTypes: SingleResultTypes;
+  /**
+   * What the context of a request Apollo answers rejects with when making it threw `failure`: the error Apollo makes
+   * of it (ensureGraphQLError with its prefix), which its error response then logs with `requestId`.
+   */
+  contextFailed(failure: unknown, requestId: string): GraphQLError;
 }
 
 export function apolloSetup(o: {
@@ -48,12 +60,16 @@ export function apolloSetup(o: {
   // A result JSON cannot write reaches Apollo's own error response, which knows no request: its error is not logged
   // there but carried out of Apollo (`stringifyResult`) to the route, which answers and logs it with the request's id.
   const carried = new WeakMap<GraphQLFormattedError, UnwritableResult>();
+  // A context that could not be made reaches Apollo's own error response too: the error Apollo answers it with is
+  // made here, once per request, so that it names its request (the direct path passes the id itself).
+  const failedContexts = new WeakMap<object, string>();
   const formatOne = (formatted: GraphQLFormattedError, error: unknown, requestId?: string) => {
     if (error instanceof UnwritableResult) {
       carried.set(formatted, error);
       return formatted;
     }
-    return formatError(formatted, error, o.logger, !o.limits.introspection, requestId);
+    const id = requestId ?? (error instanceof GraphQLError ? failedContexts.get(error) : undefined);
+    return formatError(formatted, error, o.logger, !o.limits.introspection, id);
   };
   const present = new HttpPresenter({ formatError: formatOne, includeStacktraceInErrorResponses: false }, o.tracing);
   // Apollo's default (prettyJSONStringify), but a result it cannot write throws an UnwritableResult, and the error
@@ -78,6 +94,12 @@ export function apolloSetup(o: {
   return {
     gatewayPlugins,
     contentTypes,
+    contextFailed(failure, requestId) {
+      // Apollo's own words (ApolloServer.executeHTTPGraphQLRequest): it takes this error as it is.
+      const error = ensureGraphQLError(failure, 'Context creation failed: ');
+      failedContexts.set(error, requestId);
+      return error;
+    },
     options: {
       schema: o.schema,
       // GRAPHQL_INTROSPECTION is one of the shared validation rules (limits.validationRules), the same rules WebSocket

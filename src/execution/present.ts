@@ -551,7 +551,8 @@ function isPartialHead(x: unknown): boolean {
   );
 }
 
-function ensureGraphQLError(maybeError: unknown, prefix = ''): GraphQLError {
+/** errorNormalize.js ensureGraphQLError: Apollo's error of a thrown value, with its prefix for one not a GraphQLError. */
+export function ensureGraphQLError(maybeError: unknown, prefix = ''): GraphQLError {
   const error =
     maybeError instanceof Error ? maybeError : new GraphQLError('Unexpected error value: ' + String(maybeError));
   return error instanceof GraphQLError ? error : new GraphQLError(prefix + error.message, { originalError: error });

@@ -7,7 +7,7 @@ import type { GraphQLSchema } from 'graphql';
 import type { Caller } from '../auth/caller.js';
 import type { Config } from '../config/index.js';
 import { createAdmission } from '../execution/admit.js';
-import { apolloSetup } from '../execution/apollo.js';
+import { apolloSetup, type ApolloSetup } from '../execution/apollo.js';
 import { OperationLimits } from '../execution/limits.js';
 import { createPipeline, type Pipeline } from '../execution/pipeline.js';
 import { DocumentCache } from '../execution/prepare.js';
@@ -78,6 +78,8 @@ export interface BuiltPipeline {
   readonly limits: OperationLimits;
   readonly documents: DocumentCache;
   readonly apollo: ApolloServer<GraphQLContext>;
+  /** The error a request's context Apollo answers rejects with, naming the request (ApolloSetup.contextFailed). */
+  readonly contextFailed: ApolloSetup['contextFailed'];
   /** POST /graphql's direct path (null: off, or Apollo's configuration is not one it reproduces). */
   readonly direct: DirectPath | null;
   /** The admission of trusted documents every transport uses (undefined when TRUSTED_DOCUMENTS is off). */
@@ -160,5 +162,5 @@ export async function buildPipeline(
         (message) => logger.warn(message),
       )
     : null;
-  return { pipeline, limits, documents, apollo, direct, trusted };
+  return { pipeline, limits, documents, apollo, contextFailed: apolloConfig.contextFailed, direct, trusted };
 }

@@ -169,6 +169,7 @@ export function buildTransports(
           }
         : {}),
       apollo: built.apollo,
+      contextFailed: built.contextFailed,
       trusted,
       direct: built.direct,
       maxBodyBytes: config.graphqlLimits.maxBodyBytes,

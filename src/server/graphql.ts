@@ -15,6 +15,11 @@ import { admitHttp, type DocumentAdmission } from './trusted-documents.js';
 
 export interface GraphqlRouteOptions {
   apollo: ApolloServer<GraphQLContext>;
+  /**
+   * The error the context rejects with when making it threw (src/execution/apollo.ts ApolloSetup.contextFailed): it
+   * names the request, so that Apollo's error response logs an unexpected failure with the request's id.
+   */
+  contextFailed?: (failure: unknown, requestId: string) => unknown;
   /** The token limit, checked on the text before Apollo parses it (src/execution/limits.ts). */
   checkSource?: (source: string) => GraphQLError | undefined;
   /** GRAPHQL_MAX_BODY_BYTES: a larger body is answered 413 without being read further. */
@@ -151,7 +156,9 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
       try {
         response = await apollo.executeHTTPGraphQLRequest({
           httpGraphQLRequest: { method: req.method ?? 'GET', headers, search, body },
-          context: authenticated ? () => Promise.resolve(contextValue!) : () => Promise.reject(failure),
+          context: authenticated
+            ? () => Promise.resolve(contextValue!)
+            : () => Promise.reject(options.contextFailed?.(failure, ctx.requestId) ?? failure),
         });
       } catch (err) {
         if (!(err instanceof UnwritableResult)) throw err;
