@@ -29,6 +29,7 @@ import {
   HttpPresenter,
   noStoreValue,
   SingleResultTypes,
+  thrown,
   type ApolloErrorOptions,
   type HttpAnswer,
 } from './present.js';
@@ -95,8 +96,9 @@ export function apolloSetup(o: {
     gatewayPlugins,
     contentTypes,
     contextFailed(failure, requestId) {
-      // Apollo's own words (ApolloServer.executeHTTPGraphQLRequest): it takes this error as it is.
-      const error = ensureGraphQLError(failure, 'Context creation failed: ');
+      // Apollo's own words (ApolloServer.executeHTTPGraphQLRequest), which it takes as they are; thrown, as the direct
+      // path's (HttpPresenter.failure), so that a GraphQLError without a code is masked, never shown.
+      const error = thrown(ensureGraphQLError(failure, 'Context creation failed: '));
       failedContexts.set(error, requestId);
       return error;
     },

@@ -98,7 +98,7 @@ export function streamFailure(err: unknown, logger: Logger, requestId?: string, 
  */
 const thrownErrors = new WeakSet<object>();
 
-function thrown<E>(err: E): E {
+export function thrown<E>(err: E): E {
   if (typeof err === 'object' && err !== null) thrownErrors.add(err);
   return err;
 }

@@ -40,7 +40,10 @@ export interface GraphqlRouteOptions {
   direct?: DirectPath | null;
 }
 
-/** GraphQL over HTTP through Apollo Server on plain node:http (Apollo has no node:http adapter that allows other routes). */
+/**
+ * GraphQL over HTTP through Apollo Server on plain node:http (Apollo has no node:http adapter that allows other
+ * routes).
+ */
 export function graphqlRoute(options: GraphqlRouteOptions): Route {
   const { apollo } = options;
   // The route's own refusals are answered in the media type Apollo answers its own with (GraphQL over HTTP: the
