@@ -1,3 +1,4 @@
+import type { ProvisioningRecords } from '../../src/provisioning/records.js';
 import type { TestGateway } from './gateway.js';
 
 /**
@@ -42,5 +43,22 @@ export async function waitForSubscribers(
     () => subscribers(gw, kind, key) >= atLeast,
     timeoutMs,
     `${atLeast} subscriber(s) of ${kind}${key === undefined ? '' : ` ${key}`}`,
+  );
+}
+
+/**
+ * Waits until the provisioning `id`, as `gw` reads it, has gone untouched for longer than `takeoverMs`
+ * (IDEMPOTENCY_TAKEOVER): the replica that ran it stopped touching its row, so the app's next call with its key
+ * resumes it. A state of the row, waited for.
+ */
+export async function waitForAbandonedProvisioning(gw: TestGateway, id: string, takeoverMs: number): Promise<void> {
+  const records = (gw.gateway.services.provisioning as unknown as { records: ProvisioningRecords }).records;
+  await waitFor(
+    async () => {
+      const row = await records.read(id);
+      return row !== null && Date.now() - row.updatedAt.getTime() > takeoverMs;
+    },
+    20_000,
+    'the provisioning abandoned (its row untouched for IDEMPOTENCY_TAKEOVER)',
   );
 }

@@ -7,12 +7,12 @@ import { once } from 'node:events';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { PROVISIONING_EVENT_KIND, type ProvisioningRecords } from '../../src/provisioning/records.js';
+import { PROVISIONING_EVENT_KIND } from '../../src/provisioning/records.js';
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } from '../../src/sandbox/cloud.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { wsClient } from '../helpers/mobile-id.js';
 import { gatewayProcesses } from '../helpers/process.js';
-import { waitFor, waitForSubscribers } from '../helpers/wait.js';
+import { waitFor, waitForAbandonedProvisioning, waitForSubscribers } from '../helpers/wait.js';
 
 const startProcess = gatewayProcesses();
 const PROVISION = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
@@ -90,15 +90,7 @@ describe('a provisioning whose SQLite gateway was killed mid-step', () => {
     await waitForSubscribers(b, PROVISIONING_EVENT_KIND, id);
     // A's run touched its row every third of IDEMPOTENCY_TAKEOVER until the kill: once the row is older than that (a
     // state of the row, waited for), the app's next call with the key resumes the provisioning, and says so.
-    const records = (b.gateway.services.provisioning as unknown as { records: ProvisioningRecords }).records;
-    await waitFor(
-      async () => {
-        const row = await records.read(id);
-        return row !== null && Date.now() - row.updatedAt.getTime() > TAKEOVER_MS;
-      },
-      20_000,
-      "A's run abandoned (its row untouched for IDEMPOTENCY_TAKEOVER)",
-    );
+    await waitForAbandonedProvisioning(b, id, TAKEOVER_MS);
     const res = await b.graphql(PROVISION, { input, key }, { key: 'k1' });
     expect(res.errors).toBeUndefined();
     const resumed = res.data!.provisionKafkaCluster;

@@ -3,7 +3,6 @@ import { once } from 'node:events';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
-import { type ProvisioningRecords } from '../../src/provisioning/records.js';
 import {
   PROJECTS_PATH,
   SANDBOX_SERVICE_ACCOUNT_TOKEN,
@@ -14,7 +13,7 @@ import { M } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { gatewayProcesses } from '../helpers/process.js';
-import { waitFor } from '../helpers/wait.js';
+import { waitFor, waitForAbandonedProvisioning } from '../helpers/wait.js';
 
 /**
  * Takeover across replicas (docs/decisions/012): two gateways on one PostgreSQL. The key of a
@@ -183,15 +182,7 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
     // A's run touched its row every third of IDEMPOTENCY_TAKEOVER until the kill: once the row is older than that (a
     // state of the row, waited for), the app's next call with the key, on the other replica, resumes the provisioning
     // and says so.
-    const records = (b.gateway.services.provisioning as unknown as { records: ProvisioningRecords }).records;
-    await waitFor(
-      async () => {
-        const row = await records.read(id);
-        return row !== null && Date.now() - row.updatedAt.getTime() > TAKEOVER_MS;
-      },
-      20_000,
-      "A's run abandoned (its row untouched for IDEMPOTENCY_TAKEOVER)",
-    );
+    await waitForAbandonedProvisioning(b, id, TAKEOVER_MS);
     const res = await b.graphql(PROVISION, { input, key }, { key: API_KEY });
     expect(res.errors).toBeUndefined();
     const resumed = res.data!.provisionKafkaCluster;
