@@ -2,7 +2,13 @@
 // identity service (src/mobile-id/jwks.ts): bounded in time and size, and checked to be a JWKS. And the one read of a
 // JWKS file (AUTH_JWKS_FILE, an issuer's jwksFile, MOBILEID_JWKS_FILE), at start and on each reload.
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
-import { errors, type JSONWebKeySet } from 'jose';
+import {
+  errors,
+  type createLocalJWKSet,
+  type FlattenedJWSInput,
+  type JSONWebKeySet,
+  type JWSHeaderParameters,
+} from 'jose';
 
 import { INTERNAL_ERROR_MESSAGE, shownUrl } from '../errors.js';
 import { logUnexpected, type Logger } from '../logger.js';
@@ -178,6 +184,28 @@ function unusableBecause(jwk: Record<string, unknown>): string | null {
   if (kty === 'RSA' && (bits === undefined || bits < MIN_RSA_BITS))
     return `it is an RSA key of ${bits ?? 'unknown'} bits: signatures are verified only with keys of ${MIN_RSA_BITS} bits or more`;
   return null;
+}
+
+/** Why a key usableKeys let through is not used after all: the import WebCrypto refused. */
+const NOT_IMPORTED = 'it cannot be imported as a public key';
+
+/**
+ * The key `local` finds for a token. Its one error that is neither jose's nor a lookup's miss is the key's import
+ * failing (a key usableKeys let through that WebCrypto refuses): the JWKS's key, not a bug, and not the token's fault;
+ * `unusable` is told (to warn, with the import's words) and makes the error thrown.
+ */
+export async function keyOf(
+  local: ReturnType<typeof createLocalJWKSet>,
+  header: JWSHeaderParameters,
+  token: FlattenedJWSInput,
+  unusable: (kid: unknown, reason: string, err: string | undefined) => Error,
+): Promise<CryptoKey> {
+  try {
+    return await local(header, token);
+  } catch (err) {
+    if (err instanceof errors.JOSEError) throw err;
+    throw unusable(header.kid, NOT_IMPORTED, (err as Error | undefined)?.message);
+  }
 }
 
 /** The unusable key a token's kid names (a token without a kid names a key without one), if any. */

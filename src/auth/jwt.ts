@@ -30,6 +30,7 @@ import {
   ASYMMETRIC_ALGORITHMS,
   fetchJwks,
   jwksFailure,
+  keyOf,
   readJwksFile,
   shownKid,
   unusableKeyOf,
@@ -181,22 +182,15 @@ export class JwksKeys {
     }
   }
 
-  /**
-   * The key jose finds in the fetched set. Its one error that is neither jose's nor a lookup's miss is the key's import
-   * failing (a key usableKeys let through that WebCrypto refuses): the provider's key, not a bug, and not the token.
-   */
-  private async lookUp(header: JWSHeaderParameters, token: FlattenedJWSInput, request?: RequestLog) {
-    try {
-      return await this.local!(header, token);
-    } catch (err) {
-      if (err instanceof errors.JOSEError) throw err;
-      const reason = 'it cannot be imported as a public key';
+  /** The key jose finds in the fetched set (jwks-fetch.ts keyOf): a key it cannot import is the provider's fault. */
+  private lookUp(header: JWSHeaderParameters, token: FlattenedJWSInput, request?: RequestLog) {
+    return keyOf(this.local!, header, token, (kid, reason, err) => {
       (request?.logger ?? this.options.logger).warn(
-        { jwks: this.source, kid: header.kid, reason, err: (err as Error)?.message },
+        { jwks: this.source, kid, reason, err },
         "a key of the identity provider's JWKS cannot be used: tokens that name its kid are answered 503 UPSTREAM_UNAVAILABLE",
       );
-      throw this.unusableKey(header.kid, reason);
-    }
+      return this.unusableKey(kid, reason);
+    });
   }
 
   private unusableKey(kid: unknown, reason: string): JwksUnavailableError {

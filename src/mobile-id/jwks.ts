@@ -3,7 +3,15 @@
 // notification and every pending row would otherwise each start a fetch: docs/decisions/052).
 import { createLocalJWKSet, errors, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
 
-import { fetchJwks, jwksFailure, shownKid, unusableKeyOf, usableKeys, type UnusableKey } from '../auth/jwks-fetch.js';
+import {
+  fetchJwks,
+  jwksFailure,
+  keyOf,
+  shownKid,
+  unusableKeyOf,
+  usableKeys,
+  type UnusableKey,
+} from '../auth/jwks-fetch.js';
 import { shownUrl } from '../errors.js';
 import type { Logger } from '../logger.js';
 
@@ -84,19 +92,12 @@ export class RemoteJwks {
     }
   }
 
-  /**
-   * The key jose finds in the fetched set. Its one error that is neither jose's nor a lookup's miss is the key's import
-   * failing (a key usableKeys let through that WebCrypto refuses): the service's key, not a bug, and not the token.
-   */
-  private async lookUp(header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<CryptoKey> {
-    try {
-      return await this.local!(header, token);
-    } catch (err) {
-      if (err instanceof errors.JOSEError) throw err;
-      const reason = 'it cannot be imported as a public key';
-      this.warnUnusable(header.kid, reason, (err as Error)?.message);
-      throw this.unusableKey(header.kid, reason);
-    }
+  /** The key jose finds in the fetched set (auth/jwks-fetch.ts keyOf): a key it cannot import is the JWKS's fault. */
+  private lookUp(header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<CryptoKey> {
+    return keyOf(this.local!, header, token, (kid, reason, err) => {
+      this.warnUnusable(kid, reason, err);
+      return this.unusableKey(kid, reason);
+    });
   }
 
   private unusableKey(kid: unknown, reason: string): JwksUnavailableError {
