@@ -8,7 +8,10 @@ export type AgentAuditRow = Selectable<AgentAuditTable>;
 
 /** How long an expired plan (any status) and its audit rows are kept before they are purged. */
 export const PLAN_RETENTION_MS = 7 * 24 * 3_600_000;
-/** Plans of one app awaiting approval or execution (pending, approved, not expired): at most this many… */
+/**
+ * Plans of one app awaiting approval or execution (every plan not finished, FINISHED_STATUSES, and not expired:
+ * pending, approved, executing, unknown): at most this many…
+ */
 export const MAX_OPEN_PLANS_PER_APP = 100;
 /** …holding at most this many stored characters (variables, document, requests, summary) together. */
 export const MAX_OPEN_PLAN_CHARS_PER_APP = 4 * 1024 * 1024;
@@ -20,7 +23,10 @@ export const MAX_OPEN_PLAN_CHARS_PER_APP = 4 * 1024 * 1024;
  */
 export const SPENT_APPROVAL = 0;
 
-/** What an app holds in open plans (pending or approved, not expired) when a new one is refused. */
+/** The statuses of a plan that has ended: it ran to its end or was declined, and can never run again. */
+const FINISHED_STATUSES = ['succeeded', 'failed', 'declined'];
+
+/** What an app holds in open plans (not finished, not expired) when a new one is refused. */
 export interface OpenPlans {
   readonly bound: 'count' | 'chars';
   readonly plans: number;
@@ -53,8 +59,8 @@ export class AgentPlanRows {
         .selectFrom('agent_plans')
         .select((eb) => [eb.fn.countAll<number>().as('plans'), eb.fn.sum<number>('bytes').as('chars')])
         .where('owner', '=', row.owner)
-        .where('status', 'in', ['pending', 'approved'])
-        .where('expires_at', '>', row.created_at)
+        .where('status', 'not in', FINISHED_STATUSES)
+        .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', row.created_at)]))
         .executeTakeFirst();
       const plans = Number(open?.plans ?? 0);
       const chars = Number(open?.chars ?? 0);
