@@ -85,9 +85,14 @@ export class ProvisioningRecords {
     return this.rows.touch(id, Date.now());
   }
 
-  /** Claims a FAILED or abandoned provisioning for this call to resume; false when another call got it first. */
-  claimResume(p: Provisioning, now: number, staleMs: number): Promise<boolean> {
-    return this.rows.claimResume(p.id, p.revision, now, staleMs);
+  /**
+   * Claims `existing`, FAILED or abandoned, for this call to resume, storing `run` (its resumed state) in the claim's
+   * one write and announcing it; false when another call got it first (nothing is written).
+   */
+  async claimResume(existing: Provisioning, run: Provisioning, staleMs: number): Promise<boolean> {
+    if (!(await this.rows.claimResume(toRow(run), existing.revision, staleMs))) return false;
+    await this.announce(run);
+    return true;
   }
 
   async read(id: string): Promise<Provisioning | null> {

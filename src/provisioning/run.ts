@@ -7,7 +7,7 @@ import type { ProvisioningRecords } from './records.js';
 /**
  * The running unit of composite provisioning: runs a plan's steps in order, each a normal cloud mutation
  * under the key UUIDv5(key + step), and stores the provisioning after every step. Steps already DONE or
- * REUSED (a resumed provisioning) are skipped with their resource id.
+ * REUSED (a resumed provisioning) are skipped with their resource id, and SKIPPED ones are not written again.
  */
 export class ProvisioningRunner {
   /** One entry per provisioning running in this process, removed when it ends. */
@@ -65,6 +65,8 @@ export class ProvisioningRunner {
         ids.set(planned.name, step.resourceId);
         continue;
       }
+      // Skipped by the run this one resumes: nothing to write again.
+      if (planned.skip && step.state === 'SKIPPED') continue;
       if (planned.skip) {
         current = await this.update(current, i, { state: 'SKIPPED' });
         continue;

@@ -540,9 +540,7 @@ export class ProvisioningService {
       await bind?.();
       return this.records.create(run);
     }
-    if (!(await this.records.claimResume(existing, run.updatedAt.getTime(), this.staleMs))) return false;
-    await this.records.save(run);
-    return true;
+    return this.records.claimResume(existing, run, this.staleMs);
   }
 
   /** A provisioning of the caller, or null (another API key's provisioning is not visible). */

@@ -38,12 +38,17 @@ export class ProvisioningRows {
       .execute();
   }
 
-  /** Claims a FAILED, or RUNNING but untouched for `staleMs`, provisioning at `revision` for resuming; false when another call got it. */
-  async claimResume(id: string, revision: number, now: number, staleMs: number): Promise<boolean> {
+  /**
+   * Claims a FAILED, or RUNNING but untouched for `staleMs`, provisioning at `revision` for resuming, by writing `row`
+   * (its resumed state, touched at its `updated_at`) in the same conditional update: no reader sees the claim without
+   * the resumed steps. False when another call got it.
+   */
+  async claimResume(row: ProvisioningRow, revision: number, staleMs: number): Promise<boolean> {
+    const now = row.updated_at;
     const claimed = await this.db
       .updateTable('provisionings')
-      .set({ state: 'RUNNING', updated_at: now })
-      .where('id', '=', id)
+      .set({ state: row.state, steps: row.steps, error: row.error, revision: row.revision, updated_at: now })
+      .where('id', '=', row.id)
       .where('revision', '=', revision)
       .where((eb) =>
         eb.or([
