@@ -16,6 +16,8 @@ export class GatewayServer {
   readonly arrivals = new RequestArrivals();
   /** `http://<host>:<port>`, known once it listens (127.0.0.1 when bound to all interfaces). */
   url = '';
+  /** True from the moment the drain begins: /readyz then answers 503 on every connection, a kept-alive one too. */
+  draining = false;
   private starting: ((req: http.IncomingMessage, res: http.ServerResponse) => void) | null = null;
 
   constructor(
@@ -67,6 +69,7 @@ export class GatewayServer {
    */
   drain(): Promise<void> {
     const { server } = this;
+    this.draining = true;
     if (!server.listening) return Promise.resolve();
     return new Promise<void>((resolve) => {
       server.close(() => resolve());

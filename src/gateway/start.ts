@@ -149,6 +149,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       publicUrl: () => shownUrl(config.publicUrl ?? http.url),
       digest: (text) => box.digest(text),
       reload: () => reload('POST /admin/reload'),
+      stopping: () => http.draining,
     });
     await http.serve(transports, logger, metrics);
     // Shutdown order: stop accepting, close subscriptions, let in-flight requests finish, then the rest. The port

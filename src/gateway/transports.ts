@@ -76,6 +76,8 @@ export function buildTransports(
     publicUrl: () => string;
     digest: (text: string) => string;
     reload: () => ReturnType<LiveConfiguration['reload']>;
+    /** True once the shutdown has begun (/readyz answers 503 from then on). */
+    stopping: () => boolean;
   },
 ): Transports {
   const { schema, built, services, live, contextFor, logger, tracing } = parts;
@@ -183,6 +185,7 @@ export function buildTransports(
       store: services.store,
       metrics,
       notReady: () => parts.replicated?.notReady() ?? null,
+      stopping: parts.stopping,
       circuits: parts.upstreams.circuits,
     }),
     reloadRoute({ authenticate, reload: parts.reload }),

@@ -13,12 +13,15 @@ const READY_PING_MS = 2_000;
  * /healthz: the process answers. /readyz: the store answers too, and nothing in `notReady` (the event bus of a
  * replica that cannot listen to the others) says otherwise; its body shows each upstream's circuit, which never
  * makes the replica unready (an open circuit is one upstream down: the ledger and the other upstreams still serve,
- * and every replica would see the same). /metrics: Prometheus text.
+ * and every replica would see the same). From the moment a shutdown begins (`stopping`), /readyz answers 503 at once,
+ * also on a keep-alive connection opened before: its load balancer stops sending before the port is gone.
+ * /metrics: Prometheus text.
  */
 export function healthRoutes(deps: {
   store: Store;
   metrics: Metrics;
   notReady?: () => string | null;
+  stopping?: () => boolean;
   circuits: () => Record<string, string>;
 }): Route[] {
   const circuits = () => ({ circuits: deps.circuits() });
@@ -34,6 +37,13 @@ export function healthRoutes(deps: {
       path: '/readyz',
       name: 'readyz',
       async handle(_req, res, ctx) {
+        if (deps.stopping?.())
+          return sendJson(res, 503, {
+            status: 'stopping',
+            store: deps.store.dialect,
+            error: 'the gateway is shutting down',
+            ...circuits(),
+          });
         let timer: NodeJS.Timeout | undefined;
         try {
           // A database that stops answering without closing its connections (a partition) leaves the ping waiting for

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 
@@ -75,6 +76,39 @@ describe('graceful shutdown', () => {
     );
     expect(readyz).not.toBe(200);
     silent.ws.terminate();
+    await closed;
+  });
+
+  it('answers /readyz 503 from the moment it shuts down, on a keep-alive connection opened before', async () => {
+    const gw = await startTestGateway();
+    const { hostname, port } = new URL(gw.url);
+    const socket = net.connect(Number(port), hostname);
+    let received = '';
+    socket.setEncoding('latin1').on('data', (chunk: string) => (received += chunk));
+    const statuses = () => [...received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+    const readyz = 'GET /readyz HTTP/1.1\r\nHost: gateway\r\n\r\n';
+    socket.write(readyz);
+    await expect.poll(statuses, { timeout: 20_000 }).toEqual([200]);
+    // A mutation the upstream holds keeps the connection busy, so the drain's sweep of idle connections leaves it open.
+    const held = gw.gateway.sandbox.cloud!.faults.hold();
+    const body = JSON.stringify({ query: 'mutation { createProject(input: { name: "held" }) { project { id } } }' });
+    socket.write(
+      `POST /graphql HTTP/1.1\r\nHost: gateway\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    await expect.poll(() => held.arrived(), { timeout: 20_000 }).toBeGreaterThan(0);
+    const closed = gw.close();
+    await expect.poll(() => gw.gateway.server.listening, { timeout: 20_000 }).toBe(false);
+    // The shutdown has begun: a load balancer's probe on this connection is told the replica is not ready.
+    const probed = new Promise<void>((resolve) =>
+      gw.gateway.server.on('request', (req: { url?: string }) => req.url === '/readyz' && resolve()),
+    );
+    socket.write(readyz);
+    await probed;
+    held.release();
+    await expect.poll(() => statuses().length, { timeout: 20_000 }).toBe(3);
+    expect(statuses()).toEqual([200, 200, 503]);
+    socket.destroy();
     await closed;
   });
 });
