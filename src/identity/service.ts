@@ -660,6 +660,10 @@ export class IdentityService {
     const parsed = wire.callbackBodySchema.safeParse(wire.one(body));
     if (!parsed.success)
       return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };
+    // The spec shows no payload, only that a callback delivers a result (Events 1): a body with no field at all
+    // (`{}`, an empty form) delivers none, and stored it would become the newest callback, the one a read returns.
+    if (Object.keys(parsed.data).length === 0)
+      return { status: 'invalid', description: 'the body carries no field: a callback delivers a verification result' };
     // An id is read only under an external id's own name, since a bare `id` (top level or nested) may be the job's or
     // a check's: a bound address names the verification, and a body contradicts it only so.
     const named = wire.namedExternalIdOf(body);

@@ -178,6 +178,46 @@ describe('callbacks: strict about what they may change', () => {
     sub.stop();
   });
 
+  it('refuses a verification callback that carries no field at all as it refuses a body neither JSON nor form fields: nothing stored, published or changed', async () => {
+    const v = await register('key-a');
+    const sub = subscribe(client('key-a'), VERIFICATION_COMPLETED, { externalId: v.id });
+    await subscriptionsOnBus(t, VERIFICATION_EVENT_KIND, v.id);
+    expect((await post(v.url, JSON.stringify({ status: 'RESULT' }))).status).toBe(204);
+    await waitFor(() => sub.received.length > 0, 20_000, 'the result');
+    const before = { events: await events(), rejected: await webhookCount('verification', 'rejected') };
+    const reference = await post(v.url, JSON.stringify({ status: 'PLAIN' }), { 'content-type': 'text/plain' });
+    const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
+    const empties: Array<[string, Record<string, string>]> = [
+      ['{}', JSON_TYPE],
+      ['[{}]', JSON_TYPE],
+      ['', FORM],
+      ['&', FORM],
+    ];
+    for (const [body, headers] of empties) {
+      const res = await post(v.url, body, headers);
+      const what = `${headers['content-type']} ${JSON.stringify(body)}`;
+      expect(res.status, what).toBe(reference.status);
+      expect(res.type, what).toMatch(/^application\/json/);
+      expect(res.body, what).toEqual({ error: 'invalid_request', error_description: expect.any(String) });
+      expect(res.body!.error_description, what).toMatch(/no field/);
+    }
+    expect(await events()).toBe(before.events);
+    expect(await webhookCount('verification', 'rejected')).toBe(before.rejected + empties.length + 1);
+    // The result stored before is still what a read returns, and the subscriber's next event is the marker.
+    const completion = `query($id: ID!) { node(id: $id) { ... on Verification { completion { status } } } }`;
+    expect((await t.graphql(completion, { id: v.id }, { key: 'key-a' })).data!.node.completion).toEqual({
+      status: 'RESULT',
+    });
+    // Tolerant of what a field holds: a body with one field, even a null one, is a callback.
+    expect((await post(v.url, JSON.stringify({ status: null, note: 'MARKER' }))).status).toBe(204);
+    await waitFor(() => sub.received.length > 1, 20_000, 'the marker');
+    expect(sub.received.map((e) => e.verificationCompleted.payload)).toEqual([
+      { status: 'RESULT' },
+      { status: null, note: 'MARKER' },
+    ]);
+    sub.stop();
+  });
+
   it('refuses, on an address not yet bound to its verification, a body naming a verification another address of the app holds, and binds the address to the first id it names', async () => {
     const held = await register('key-a');
     const theirs = await register('key-b');
