@@ -385,7 +385,15 @@ export function createPipeline(o: PipelineOptions): Pipeline {
         release?.();
         return present.threw(err, context ?? o.context(caller, requestId));
       }
-      context ??= o.context(caller, requestId);
+      if (context === undefined) {
+        try {
+          context = o.context(caller, requestId);
+        } catch (err) {
+          // Counted above: a failure to make the context must not keep the app's live-subscription place.
+          release?.();
+          throw err;
+        }
+      }
       let result: ExecutionResult;
       try {
         if (streaming) {
