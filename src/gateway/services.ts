@@ -66,7 +66,7 @@ export async function buildServices(
   // database once here, then by this process, and counted again every few minutes where replicas share it.
   const storageLabel = (scope: string) =>
     scope.startsWith('app:') ? scope.slice(4) : `scope-${box.digest(`app storage label\u0000${scope}`).slice(0, 12)}`;
-  const storage = new AppStorage(config.storageLimits, metrics, storageLabel);
+  const storage = new AppStorage(config.storageLimits, metrics, storageLabel, parts.now);
   await storage.resync(store.db, { webhookEventKinds: WEBHOOK_EVENT_KINDS });
 
   // Only the shared cloud ledger is kept: a record one app owns is read from the store every time, so that how fast

@@ -65,8 +65,8 @@ export async function startUpstreams(
     /** Tests only (GATEWAY_TEST_PAUSE_AT, src/phases.ts). */
     pauseAt?: PauseAt;
     /**
-     * Tests only (GatewayTesting.clock): the clock of mobile-ID expiries, pending notifications and JWKS retries, and of
-     * the circuit breakers' reset timeouts.
+     * Tests only (GatewayTesting.clock): the clock of mobile-ID expiries, pending notifications and JWKS retries, of
+     * the circuit breakers' reset timeouts and of the per-minute bound of identification callback addresses.
      */
     clock?: (() => number) | undefined;
   },
@@ -230,6 +230,7 @@ export async function startUpstreams(
       storage: deps.storage,
       callbackBodyKeptBytes: config.callbackBodyKeptBytes,
       onTruncated: (kind: string) => deps.metrics.webhookFieldsDropped.inc({ endpoint: kind }),
+      now: deps.clock,
       // The simulated platform gets each workflow's callback address as an operator would configure the real one.
       ...(simulatedIdentification.length
         ? {

@@ -43,6 +43,8 @@ export class IdentificationCallbacks {
     remember = REMEMBERED_ADDRESSES,
     /** Each app's addresses are bounded, per minute and in all (APP_CALLBACK_ADDRESSES*); null: no bound. */
     private readonly storage: AppStorage | null = null,
+    /** The gateway's clock (GatewayTesting.clock): the minutes of the per-minute bound of addresses. */
+    private readonly now: () => number = () => Date.now(),
   ) {
     this.written = new LRUCache({ max: remember });
   }
@@ -69,12 +71,12 @@ export class IdentificationCallbacks {
     if (!this.written.has(hash)) {
       const known = this.storage ? await this.find(token) : null;
       if (!known) {
-        const takenAt = Date.now();
+        const takenAt = this.now();
         const refusal = this.storage?.take('callback-addresses', createdBy, 0, takenAt) ?? null;
         if (refusal) throw this.storage!.refused(refusal);
         const inserted = await this.db
           .insertInto('identification_callbacks')
-          .values({ token_hash: hash, workflow_id: workflowId, created_by: createdBy, created_at: Date.now() })
+          .values({ token_hash: hash, workflow_id: workflowId, created_by: createdBy, created_at: takenAt })
           .onConflict((oc) => oc.column('token_hash').doNothing())
           .executeTakeFirst()
           .catch((err: unknown) => {

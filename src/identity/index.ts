@@ -52,6 +52,8 @@ export function createIdentityService(
     callbackBodyKeptBytes: number;
     /** Counts a callback body kept only in part, by kind. */
     onTruncated?: (kind: string) => void;
+    /** The gateway's clock (GatewayTesting.clock); default Date.now. */
+    now?: (() => number) | undefined;
   },
 ): IdentityService {
   const { identification, verification, rfm } = endpoints;
@@ -82,6 +84,7 @@ export function createIdentityService(
         (text) => deps.secret.digest(text),
         REMEMBERED_ADDRESSES,
         deps.storage,
+        deps.now,
       ),
       bodies,
       ledger: deps.ledger,

@@ -116,6 +116,8 @@ export class AppStorage {
     private readonly metrics: Metrics,
     /** The app label of an owner scope in metrics (its name, never a key digest of the scope). */
     private readonly label: (scope: string) => string,
+    /** The gateway's clock (GatewayTesting.clock): the minutes of the per-minute bounds and the live tokens' expiry. */
+    readonly now: () => number = () => Date.now(),
   ) {
     metrics.countAppStorage(() => this.snapshot());
   }
@@ -124,7 +126,7 @@ export class AppStorage {
    * Counts one row of `chars` characters for `scope`, or refuses it: nothing is counted then, and the caller that
    * does refuse the write calls `refused` (a repeat of what is stored is not refused, whatever the bound).
    */
-  take(kind: StorageKind, scope: string, chars = 0, now = Date.now()): StorageRefusal | null {
+  take(kind: StorageKind, scope: string, chars = 0, now = this.now()): StorageRefusal | null {
     const limit = this.limits[kind];
     const u = this.of(kind, scope);
     if (now - u.windowStart >= MINUTE) {
@@ -201,7 +203,7 @@ export class AppStorage {
    * Sets each owner's totals from the database: one grouped count per kind, never per request (at start, and
    * periodically where replicas share the database). The per-minute windows are left as they are.
    */
-  async resync(db: Kysely<Database>, sources: StorageSources, now = Date.now()): Promise<void> {
+  async resync(db: Kysely<Database>, sources: StorageSources, now = this.now()): Promise<void> {
     const chars = sql<number>`coalesce(sum(length(payload) + length(meta)), 0)`;
     const events = sources.webhookEventKinds.length
       ? await db
@@ -285,7 +287,7 @@ class OwnerCharge {
   ) {}
 
   take(chars: number): StorageRefusal | null {
-    this.takenAt = Date.now();
+    this.takenAt = this.storage.now();
     return this.storage.take(this.kind, this.scope, chars, this.takenAt);
   }
 

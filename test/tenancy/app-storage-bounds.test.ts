@@ -102,6 +102,37 @@ describe('per-app storage bounds', () => {
     expect(await metric(gw, 'gateway_app_storage_rows', { app: 'shop', kind: 'events' })).toBe(5);
   });
 
+  it("each bound a minute is a minute of the gateway's clock: moved a minute on, the app stores webhook events, tokens and callback addresses again", async () => {
+    const clock = { now: Date.now() };
+    const gw = await start(
+      {
+        ...KEYS,
+        APP_EVENTS_PER_MINUTE: '1',
+        APP_NOTIFICATION_TOKENS_PER_MINUTE: '2',
+        APP_CALLBACK_ADDRESSES_PER_MINUTE: '1',
+      },
+      { testing: { clock: () => clock.now } },
+    );
+    const token = await tokenOf(gw, SHOP);
+    await tokenOf(gw, SHOP);
+    expect((await gw.graphql(ISSUE, {}, { key: SHOP })).errors?.[0]?.extensions).toMatchObject({
+      bound: 'notification-tokens:rows-per-minute',
+    });
+    expect((await postNotification(gw, failure('minute-1'), { token })).status).toBe(204);
+    expect((await postNotification(gw, failure('minute-1b'), { token })).status).toBe(429);
+    expect((await gw.graphql(CREATE, { input: { workflowId: 'wf-m1' } }, { key: SHOP })).errors).toBeUndefined();
+    expect(
+      (await gw.graphql(CREATE, { input: { workflowId: 'wf-m1b' } }, { key: SHOP })).errors?.[0]?.extensions,
+    ).toMatchObject({
+      bound: 'callback-addresses:rows-per-minute',
+    });
+
+    clock.now += 61_000;
+    await tokenOf(gw, SHOP);
+    expect((await postNotification(gw, failure('minute-2'), { token })).status).toBe(204);
+    expect((await gw.graphql(CREATE, { input: { workflowId: 'wf-m2' } }, { key: SHOP })).errors).toBeUndefined();
+  });
+
   it("repeats and conflicts use up none of an app's bound a minute: what they counted is given back", async () => {
     const gw = await start({ ...KEYS, APP_EVENTS_PER_MINUTE: '3', APP_EVENT_BYTES_PER_MINUTE: '2000' });
     const token = await tokenOf(gw, SHOP);
