@@ -66,7 +66,8 @@ export async function startUpstreams(
     pauseAt?: PauseAt;
     /**
      * Tests only (GatewayTesting.clock): the clock of mobile-ID expiries, pending notifications and JWKS retries, of
-     * the circuit breakers' reset timeouts and of the per-minute bound of identification callback addresses.
+     * the circuit breakers' reset timeouts, of the per-minute bound of identification callback addresses and of the
+     * leases an identification callback reads.
      */
     clock?: (() => number) | undefined;
   },

@@ -43,7 +43,10 @@ export class IdentificationCallbacks {
     remember = REMEMBERED_ADDRESSES,
     /** Each app's addresses are bounded, per minute and in all (APP_CALLBACK_ADDRESSES*); null: no bound. */
     private readonly storage: AppStorage | null = null,
-    /** The gateway's clock (GatewayTesting.clock): the minutes of the per-minute bound of addresses. */
+    /**
+     * The gateway's clock (GatewayTesting.clock): the minutes of the per-minute bound of addresses, and the leases of
+     * creations in flight (written on it by the idempotency records).
+     */
     private readonly now: () => number = () => Date.now(),
   ) {
     this.written = new LRUCache({ max: remember });
@@ -96,7 +99,7 @@ export class IdentificationCallbacks {
    * True while an identification creation of the app is in flight (its idempotency record pending, its lease
    * running): the platform may have answered it and be calling back before its record is stored.
    */
-  async creating(createdBy: string, now = Date.now()): Promise<boolean> {
+  async creating(createdBy: string, now = this.now()): Promise<boolean> {
     const row = await this.db
       .selectFrom('idempotency_records')
       .select('key')
