@@ -114,10 +114,7 @@ export const identityResolvers: Resolvers = {
     linkLifetimeInMinutes: (r) => identification(r).linkLifetimeInMinutes,
     redirectUrl: (r, _a, ctx) => ctx.services.identity.identificationSecrets(r).redirectUrl,
     expiresAt: (r) => identification(r).expiresAt,
-    expired: (r) => {
-      const at = identification(r).expiresAt;
-      return at !== null && Date.parse(at) <= Date.now();
-    },
+    expired: (r, _a, ctx) => ctx.services.identity.linkExpired(r),
     createdAt: (r) => r.createdAt,
     raw: (r, _a, ctx) => ctx.services.identity.identificationSecrets(r).response,
     status: async (r, _a, ctx) => {

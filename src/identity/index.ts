@@ -96,5 +96,6 @@ export function createIdentityService(
     events: deps.events,
     publicUrl: deps.publicUrl,
     shapePaths: deps.shapePaths,
+    now: deps.now,
   });
 }

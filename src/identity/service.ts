@@ -213,6 +213,8 @@ export interface IdentityServiceOptions {
   publicUrl: () => string;
   /** The *_PATH variables (VERIFICATION_*): where registration answers and requests carry what the spec does not show. */
   shapePaths: ShapePaths;
+  /** The gateway's clock (GatewayTesting.clock): identification links' creation and expiry. Default Date.now. */
+  now?: (() => number) | undefined;
 }
 
 /**
@@ -223,8 +225,11 @@ export interface IdentityServiceOptions {
 export class IdentityService {
   readonly identificationCompletions: IdentificationCompletions;
 
+  private readonly now: () => number;
+
   constructor(private readonly o: IdentityServiceOptions) {
     this.identificationCompletions = o.identificationCompletions;
+    this.now = o.now ?? (() => Date.now());
   }
 
   /**
@@ -320,7 +325,7 @@ export class IdentityService {
         // instead of creating a second one.
         const created = await this.o.identification.create(environment, body, idempotencyKey);
         answered();
-        const now = Date.now();
+        const now = this.now();
         const spec: IdentificationSpec = {
           workflowId,
           applicantExternalId,
@@ -573,6 +578,12 @@ export class IdentityService {
     return externalIds.map(
       (_id, i) => verification(records[i], false) ?? verification(records[externalIds.length + i], true),
     );
+  }
+
+  /** An identification record's `expired`: its link's expiry has passed on the gateway's clock. */
+  linkExpired(record: LedgerRecord): boolean {
+    const at = (record.spec as unknown as IdentificationSpec).expiresAt;
+    return at !== null && Date.parse(at) <= this.now();
   }
 
   private readonly opened = new WeakMap<LedgerRecord, IdentificationSecrets>();
