@@ -70,9 +70,13 @@ export interface AuditEntry {
   readonly detail: string;
 }
 
-/** A plan this process claimed for execution, and when it last wrote the plan's row (its claim, then a heartbeat). */
+/**
+ * A plan this process claimed for execution, the approval its claim spent, and when it last wrote the plan's row (its
+ * claim, then a heartbeat).
+ */
 export interface Claim {
   readonly plan: AgentPlan;
+  readonly approval: Approval;
   touchedAt: number;
 }
 
@@ -281,7 +285,7 @@ export class AgentPlans {
   }
 
   /**
-   * Plans that need an approval now (pending ones, and approved or unknown ones whose approval lapsed), newest first
+   * Plans that need an approval now (pending ones, unknown ones, approved ones whose approval lapsed), newest first
    * (at most `first`, 1 to MAX_AUDIT_ROWS): of these domain sets, and of these apps (undefined: every app).
    */
   private async pending(
@@ -334,7 +338,7 @@ export class AgentPlans {
   /**
    * Approves the plan as it is now (its hash), for the approval TTL. Through approvePlan the approver must be another
    * app than the plan's: an agent never approves its own plan. A plan run to its end is not approved again; one whose
-   * last execution's outcome is unknown is (its approval lapsed before it could be run again): it stays unknown and
+   * last execution's outcome is unknown is (its approval was spent on that run, or lapsed): it stays unknown and
    * runs under the same idempotency keys, so a repeat creates nothing twice. `shown`: the status (as GraphQL names it)
    * the approver was shown; the plan is approved only while it has it (approving a pending plan runs it once, an
    * unknown one runs it again: a person who saw the one never approves the other). An unknown plan is approved only
@@ -388,9 +392,21 @@ export class AgentPlans {
           'upstream; approve it to run again with status: UNKNOWN, having read it; not approved',
       };
     }
+    const by = via === 'elicitation' ? `a person through ${approver.name}'s MCP client` : approver.name;
+    if (plan.status === 'unknown' && plan.lostAt !== null) {
+      // Its execution's process stopped, which could not say so: the plan's run is recorded as unknown here.
+      const since = new Date(plan.lostAt - this.o.takeoverMs).toISOString();
+      await this.audit(
+        plan.id,
+        plan.app,
+        by,
+        'unknown',
+        `its execution stopped without an answer (no sign of life since ${since}; the process running it stopped): ` +
+          'its outcome is unknown; approved again, it runs again under the same idempotency key',
+      );
+    }
     const now = this.now();
     const expiresAt = now + this.o.approvalTtlMs;
-    const by = via === 'elicitation' ? `a person through ${approver.name}'s MCP client` : approver.name;
     const approval = { by, via, hash: plan.hash, expiresAt };
     if (!(await this.rows.approve(plan.id, plan.status, approval, now, this.lostBefore(now))))
       return { ok: false, reason: 'done', message: `plan ${plan.id} was declined or executed meanwhile: not approved` };
@@ -435,26 +451,17 @@ export class AgentPlans {
   }
 
   /**
-   * Claims an approved plan for execution: a claim for exactly one caller while the approval is valid, null for the
-   * others. A plan whose last outcome is unknown, a lost one included, may be claimed again (its upstream key is
-   * derived from its id: a repeat replays upstream). Taking a lost execution over is audited (by `actor`), since the
-   * process that stopped could not.
+   * Claims an approved plan for execution, spending its approval (as `plan` was read, and checked, by the caller) in
+   * the same write: a claim for exactly one caller while that approval holds, null for the others. The approval covers
+   * this run alone: whatever becomes of it (an unknown outcome, a process that stops mid-run and is taken for lost),
+   * the plan runs again only once approved again, under the same idempotency keys.
    */
-  async claim(plan: AgentPlan, actor: string): Promise<Claim | null> {
+  async claim(plan: AgentPlan): Promise<Claim | null> {
+    const { approval } = plan;
+    if (approval === null) return null;
     const now = this.now();
-    if (!(await this.rows.claim(plan.id, now, this.lostBefore(now)))) return null;
-    if (plan.status === 'unknown' && plan.lostAt !== null) {
-      const since = new Date(plan.lostAt - this.o.takeoverMs).toISOString();
-      await this.audit(
-        plan.id,
-        plan.app,
-        actor,
-        'unknown',
-        `its execution stopped without an answer (no sign of life since ${since}; the process running it stopped): ` +
-          'its outcome is unknown; it runs again under the same idempotency key',
-      );
-    }
-    return { plan, touchedAt: now };
+    if (!(await this.rows.claim(plan.id, now, approval.expiresAt))) return null;
+    return { plan, approval, touchedAt: now };
   }
 
   /**
@@ -492,12 +499,13 @@ export class AgentPlans {
 
   /**
    * Gives back the claim of a run that sent nothing (refused before any upstream call): the plan is as it was before
-   * the claim, approved (with its approval) or unknown. Only this execution's own claim: false, and the plan left to
-   * it, when another call took it over meanwhile.
+   * the claim, approved or unknown, with the approval the claim spent. Only this execution's own claim: false, and the
+   * plan left to it, when another call took it over meanwhile.
    */
   async release(claim: Claim): Promise<boolean> {
     const to = claim.plan.status === 'unknown' ? 'unknown' : 'approved';
-    if (!(await this.rows.release(claim.plan.id, to, claim.touchedAt, this.now()))) return false;
+    if (!(await this.rows.release(claim.plan.id, to, claim.touchedAt, this.now(), claim.approval.expiresAt)))
+      return false;
     this.changed();
     return true;
   }
@@ -505,18 +513,12 @@ export class AgentPlans {
   /**
    * Stores the outcome of the run of the plan this process claimed. Only under this execution's own claim: false, and
    * nothing stored, when another call took the plan over meanwhile (this execution taken for lost): the plan's outcome
-   * is that call's, which ran under the same idempotency keys. `endApproval`: the approval was spent on this run (its
-   * repeat needs a new one).
+   * is that call's, which ran under the same idempotency keys.
    */
-  async finish(
-    claim: Claim,
-    status: 'succeeded' | 'failed' | 'unknown',
-    outcome: unknown,
-    endApproval = false,
-  ): Promise<boolean> {
+  async finish(claim: Claim, status: 'succeeded' | 'failed' | 'unknown', outcome: unknown): Promise<boolean> {
     const id = claim.plan.id;
     const sealed = this.o.seal(JSON.stringify(outcome ?? null), `agent plan outcome\u0000${id}`);
-    if (!(await this.rows.finish(id, status, sealed, claim.touchedAt, this.now(), endApproval))) {
+    if (!(await this.rows.finish(id, status, sealed, claim.touchedAt, this.now()))) {
       this.o.logger.warn({ planId: id, status }, 'agent plan outcome not stored: another execution took the plan over');
       return false;
     }

@@ -1,8 +1,8 @@
-// MCP_MUTATIONS=approve (docs/decisions/060): a creation makes a plan (its exact requests, a hash of them, the creations
-// and rate-limit points, a summary a person reads) and nothing else; a plan runs once, only with an approval bound to
-// the plan's hash, its app, its approver and an expiry. An approval comes from the person, through the agent's client
-// (the transport asks; src/server/mcp/approval.ts elicits it), or from another app holding the plan's approve scope
-// (`cloud:approve`, `identity:approve`: approvePlan, the approvals page). Execution sends the operation with an
+// MCP_MUTATIONS=approve (docs/decisions/060): a creation makes a plan (its exact requests, a hash of them, the
+// creations and rate-limit points, a summary a person reads) and nothing else; a plan runs once, only with an approval
+// bound to the plan's hash, its app, its approver and an expiry. An approval comes from the person, through the agent's
+// client (the transport asks; src/server/mcp/approval.ts elicits it), or from another app holding the plan's approve
+// scope (`cloud:approve`, `identity:approve`: approvePlan, the approvals page). Execution sends the operation with an
 // idempotency key derived from the plan id, through the execution pipeline like every operation.
 import { randomUUID } from 'node:crypto';
 import { getOperationAST, GraphQLError, Kind, parse, type DocumentNode, type GraphQLFormattedError } from 'graphql';
@@ -95,7 +95,8 @@ interface Worked {
 export interface AgentWorkflowOptions {
   /**
    * What a plan's text would spend, or the errors that refuse it: the execution pipeline's estimate of a text the
-   * trusted documents admitted already (handed down: src/graphql/ reads this folder, and the pipeline reads src/graphql/).
+   * trusted documents admitted already (handed down: src/graphql/ reads this folder, and the pipeline reads
+   * src/graphql/).
    */
   readonly estimate: (params: {
     query: string;
@@ -295,8 +296,8 @@ export class AgentWorkflow {
       return refuse(
         `plan ${plan.id} is being executed; nothing was sent by this call. Call execute_plan with planId ${plan.id} ` +
           `again in ${retryAfterSeconds} s: it gives the outcome once the run has ended; should the process running ` +
-          'it have stopped, the outcome is unknown by then, and the plan runs again under the same idempotency key, ' +
-          'which makes a repeat safe',
+          'it have stopped, the outcome is unknown by then, and the plan runs again, under the same idempotency ' +
+          'keys, only once approved again',
         { planId: plan.id, status: 'EXECUTING', retryAfterSeconds },
       );
     }
@@ -330,8 +331,12 @@ export class AgentWorkflow {
       );
     }
 
+    // A lost plan (its run's process stopped) had its approval spent by that run's claim, whatever the row shows.
     const approved =
-      plan.approval !== null && plan.approval.hash === plan.hash && plan.approval.expiresAt > this.o.plans.now();
+      plan.lostAt === null &&
+      plan.approval !== null &&
+      plan.approval.hash === plan.hash &&
+      plan.approval.expiresAt > this.o.plans.now();
     // What the plan waits for: a first approval, or (its last execution's outcome unknown) a new one to run again.
     const waiting = plan.status === 'unknown' ? 'UNKNOWN' : 'PENDING';
     if (!approved && this.o.approval === 'approver') {
@@ -339,9 +344,8 @@ export class AgentWorkflow {
       const url = this.o.approveUrl(plan.id);
       const state =
         plan.status === 'unknown'
-          ? `the outcome of plan ${plan.id} is unknown and its approval has expired (or was spent on a run whose ` +
-            'upstream may not honour its key): ' +
-            'it runs again, under the same idempotency keys, once approved again'
+          ? `the outcome of plan ${plan.id} is unknown and its approval has expired, or was spent on that run ` +
+            '(an approval covers one run): it runs again, under the same idempotency keys, once approved again'
           : `plan ${plan.id} is not approved`;
       return refuseAudited(
         'no approval by an approver (MCP_APPROVAL=approver); nothing was sent',
@@ -356,6 +360,8 @@ export class AgentWorkflow {
         },
       );
     }
+    /** The plan as this call read it with the approval it checked: the one its claim spends. */
+    let toClaim = plan;
     if (!approved) {
       const answer = await hooks.askPerson(plan);
       if (answer === 'ask') return { kind: 'ask-person', plan };
@@ -394,12 +400,15 @@ export class AgentWorkflow {
         plan.status.toUpperCase(),
       );
       if (!approval.ok) return refuse(`${approval.message}; nothing was sent`, { planId: plan.id });
+      toClaim = approval.plan;
     }
 
-    const claim = await this.o.plans.claim(plan, actor);
+    // The claim spends the approval: this run is the one it covers, and any later run needs a new one.
+    const claim = await this.o.plans.claim(toClaim);
     if (!claim) {
       return refuse(
-        `plan ${plan.id} is being executed by another call, or its approval has expired; call execute_plan again`,
+        `plan ${plan.id} is being executed by another call, or its approval was spent or has expired; call ` +
+          'execute_plan again',
         { planId: plan.id, status: 'UNKNOWN' },
       );
     }
@@ -408,13 +417,8 @@ export class AgentWorkflow {
      * nothing: the plan's outcome is that call's, which ran under the same idempotency keys; this one still answers
      * its own caller with what it got, and says so in the audit trail.
      */
-    const finish = async (
-      status: 'succeeded' | 'failed' | 'unknown',
-      stored: unknown,
-      detail: string,
-      endApproval = false,
-    ) => {
-      const mine = await this.o.plans.finish(claim, status, stored, endApproval);
+    const finish = async (status: 'succeeded' | 'failed' | 'unknown', stored: unknown, detail: string) => {
+      const mine = await this.o.plans.finish(claim, status, stored);
       await this.o.plans.audit(
         plan.id,
         plan.app,
@@ -431,9 +435,13 @@ export class AgentWorkflow {
       outcome = await this.o.plans.running(claim, () => hooks.run(plan, document));
     } catch (err) {
       await finish('unknown', null, `the execution failed before an answer: ${(err as Error).message}`);
+      const url = this.o.approveUrl(plan.id);
       return refuse(
-        `the outcome of plan ${plan.id} is unknown: call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
-        { planId: plan.id, status: 'UNKNOWN' },
+        `the outcome of plan ${plan.id} is unknown: the request may have been applied. ` +
+          `Its approval covered this run: ` +
+          `it runs again, under the same idempotency keys, only once approved again (${url}): then call ` +
+          `execute_plan with planId ${plan.id} again`,
+        { planId: plan.id, status: 'UNKNOWN', approveUrl: url },
       );
     }
     const { structured } = outcome;
@@ -473,34 +481,29 @@ export class AgentWorkflow {
     }
     const status = runStatus(outcome.failed, errors);
     // UPSTREAM_OUTCOME_UNKNOWN: the request may have been applied by an upstream not known to honour its key, which the
-    // gateway never sends again on its own; a repeat may create twice, so it is a person's decision, not the agent's.
-    // The approval covered this run: the plan runs again only once approved again.
+    // gateway never sends again on its own; a repeat may create twice, so the person who approves it again checks
+    // first.
     const settled = !errors.some((e) => e.code === 'UPSTREAM_OUTCOME_UNKNOWN');
     await finish(
       status,
       structured,
       `${plan.tool} with idempotency key ${plan.id}: ${status}` +
-        (settled ? '' : '; its approval is spent: a repeat may create twice, and runs only once approved again'),
-      !settled,
+        (settled ? '' : '; a repeat may create twice, and runs only once approved again'),
     );
-    if (status === 'unknown' && !settled) {
-      const url = this.o.approveUrl(plan.id);
-      return refuse(
-        `the outcome of plan ${plan.id} is unknown (${codes}): the request may have been applied, and its upstream ` +
-          'is not known to honour idempotency keys, so sending it again may create it twice. Its approval covered ' +
-          `this run: check upstream first; it runs again only once a person approves it again at ${url}`,
-        { planId: plan.id, status: 'UNKNOWN', approveUrl: url, ...structured },
-      );
-    }
     if (status === 'unknown') {
-      return refuse(
-        `the outcome of plan ${plan.id} is unknown (${codes}): call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
-        {
-          planId: plan.id,
-          status: 'UNKNOWN',
-          ...structured,
-        },
-      );
+      const url = this.o.approveUrl(plan.id);
+      const why = settled
+        ? 'the request may have been applied. Its approval covered this run: it runs again, under the same ' +
+          `idempotency keys, only once approved again (${url}): then call execute_plan with planId ${plan.id} again`
+        : 'the request may have been applied, and its upstream is not known to honour idempotency keys, so sending ' +
+          'it again may create it twice. Its approval covered this run: check upstream first; it runs again only ' +
+          `once a person approves it again at ${url}`;
+      return refuse(`the outcome of plan ${plan.id} is unknown (${codes}): ${why}`, {
+        planId: plan.id,
+        status: 'UNKNOWN',
+        approveUrl: url,
+        ...structured,
+      });
     }
     return { kind: 'ran', plan, status };
   }

@@ -116,9 +116,9 @@ export type AgentPlanStatus =
   /** Executed; the outcome is stored and replayed to a repeated execute_plan. */
   | 'SUCCEEDED'
   /**
-   * Sent, with no answer known (an execution whose process stopped included): execute_plan again with the same plan id
-   * (its upstream key makes a repeat safe); once its approval expired, it is approved again first. After
-   * UPSTREAM_OUTCOME_UNKNOWN (an upstream not known to honour the key) its approval is spent: approved again first.
+   * Sent, with no answer known (an execution whose process stopped included): its approval was spent on that run, so it
+   * is approved again first, then executed again with the same plan id, under the same upstream keys. After
+   * UPSTREAM_OUTCOME_UNKNOWN (an upstream not known to honour the key) a repeat may create twice: check upstream first.
    */
   | 'UNKNOWN';
 
@@ -1277,8 +1277,9 @@ export type Mutation = {
    * Approves an agent's plan as it is now (its hash), for MCP_APPROVAL_TTL. The agent's `execute_plan` then runs it once;
    * a plan whose requests changed since is refused. A plan is approved by another app than the one that made it, holding
    * the approve scope of each kind of write it makes; to any other approver it is NOT_FOUND, as an unknown id. A plan
-   * whose outcome is UNKNOWN is approved again, with `status: UNKNOWN`, once its approval expired (it stays UNKNOWN, and
-   * runs again under the same idempotency keys); one run to its end, declined or expired is CONFLICT.
+   * whose outcome is UNKNOWN (its approval was spent on the run that claimed it) is approved again, with
+   * `status: UNKNOWN` (it stays UNKNOWN, and runs again under the same idempotency keys); one run to its end, declined
+   * or expired is CONFLICT.
    */
   approvePlan: AgentPlan;
   /** Checks whether a client is in the list of terrorists and extremists (`POST /api/v1/rfm/is-in-catalog`). The body is passed as given. */
@@ -2058,8 +2059,8 @@ export type Query = {
    */
   node: Maybe<Node>;
   /**
-   * The agents' plans that need an approval now that this approver may approve, newest first: pending ones, and
-   * approved or UNKNOWN ones whose approval expired before they ran to their end.
+   * The agents' plans that need an approval now that this approver may approve, newest first: pending ones, approved
+   * ones whose approval expired before they ran, and UNKNOWN ones (an approval covers one run).
    */
   pendingAgentPlans: Array<AgentPlan>;
   /**

@@ -17,9 +17,9 @@ export const MAX_OPEN_PLANS_PER_APP = 100;
 export const MAX_OPEN_PLAN_CHARS_PER_APP = 4 * 1024 * 1024;
 
 /**
- * The expiry a spent approval is stored with (a run whose outcome is unknown, on an upstream not known to honour its
- * key): before every clock's now. Not the moment it was spent, which a clock set back (an NTP step) or another
- * replica's, a little behind, would read as still to come, and so claim the plan and send its request again.
+ * The expiry a spent approval is stored with (a run claimed the plan: the approval covered that run alone): before
+ * every clock's now. Not the moment it was spent, which a clock set back (an NTP step) or another replica's, a little
+ * behind, would read as still to come, and so claim the plan and send its request again.
  */
 export const SPENT_APPROVAL = 0;
 
@@ -76,9 +76,9 @@ export class AgentPlanRows {
   }
 
   /**
-   * The plans that need an approval at `now`, newest first: pending ones, and approved or unknown ones (lost ones
-   * included: executing, untouched since `lostBefore`) whose approval has lapsed, none past its lifetime; of these
-   * domain sets, and of these apps (undefined: every app).
+   * The plans that need an approval at `now`, newest first: pending ones, lost ones (executing, untouched since
+   * `lostBefore`: their approval was spent on the run that stopped), and approved or unknown ones whose approval has
+   * lapsed, none past its lifetime; of these domain sets, and of these apps (undefined: every app).
    */
   async pending(o: {
     domains: readonly string[];
@@ -93,10 +93,8 @@ export class AgentPlanRows {
       .where((eb) =>
         eb.or([
           eb('status', '=', 'pending'),
-          eb.and([
-            eb.or([eb('status', 'in', ['approved', 'unknown']), lost(eb, o.lostBefore)]),
-            eb('approval_expires_at', '<=', o.now),
-          ]),
+          lost(eb, o.lostBefore),
+          eb.and([eb('status', 'in', ['approved', 'unknown']), eb('approval_expires_at', '<=', o.now)]),
         ]),
       )
       .where('domains', 'in', o.domains)
@@ -157,17 +155,20 @@ export class AgentPlanRows {
   }
 
   /**
-   * Marks an approved (or unknown, or lost: executing, untouched since `lostBefore`) plan whose approval holds at `at`,
-   * within its lifetime, executing: true for exactly one caller. One conditional update: SQLite serialises writers,
-   * and on PostgreSQL a second replica's update waits for the first's, then checks the row as the first left it
-   * (claimed, touched now), which no longer matches.
+   * Marks an approved (or unknown) plan, within its lifetime, whose approval (the one expiring at `approvalExpiresAt`)
+   * holds at `at`, executing, and spends that approval (SPENT_APPROVAL): true for exactly one caller, and any later run
+   * of the plan needs a new approval. A lost plan (executing, untouched since its run stopped) is never claimed: it is
+   * approved again first (approve), which makes it unknown. One conditional update: SQLite serialises writers, and on
+   * PostgreSQL a second replica's update waits for the first's, then checks the row as the first left it (claimed,
+   * its approval spent), which no longer matches.
    */
-  async claim(id: string, at: number, lostBefore: number): Promise<boolean> {
+  async claim(id: string, at: number, approvalExpiresAt: number): Promise<boolean> {
     const result = await this.db
       .updateTable('agent_plans')
-      .set({ status: 'executing', updated_at: at })
+      .set({ status: 'executing', approval_expires_at: SPENT_APPROVAL, updated_at: at })
       .where('id', '=', id)
-      .where((eb) => eb.or([eb('status', 'in', ['approved', 'unknown']), lost(eb, lostBefore)]))
+      .where('status', 'in', ['approved', 'unknown'])
+      .where('approval_expires_at', '=', approvalExpiresAt)
       .where('approval_expires_at', '>', at)
       .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', at)]))
       .executeTakeFirst();
@@ -192,12 +193,19 @@ export class AgentPlanRows {
 
   /**
    * Gives a claim back: an executing plan, as its execution last wrote it (at `since`), is `to` again (approved, or
-   * unknown), its approval kept. One conditional update, as the claim is: false when another call took the plan over.
+   * unknown), with the approval its claim spent (expiring at `approvalExpiresAt`) given back. One conditional update,
+   * as the claim is: false when another call took the plan over.
    */
-  async release(id: string, to: 'approved' | 'unknown', since: number, at: number): Promise<boolean> {
+  async release(
+    id: string,
+    to: 'approved' | 'unknown',
+    since: number,
+    at: number,
+    approvalExpiresAt: number,
+  ): Promise<boolean> {
     const result = await this.db
       .updateTable('agent_plans')
-      .set({ status: to, updated_at: at })
+      .set({ status: to, approval_expires_at: approvalExpiresAt, updated_at: at })
       .where('id', '=', id)
       .where('status', '=', 'executing')
       .where('updated_at', '=', since)
@@ -206,21 +214,14 @@ export class AgentPlanRows {
   }
 
   /**
-   * Stores an execution's outcome: an executing plan, as its execution last wrote it (at `since`), ends as `status`,
-   * its approval spent when `endApproval` (SPENT_APPROVAL). One conditional update, as the release is: false when
-   * another call took the plan over.
+   * Stores an execution's outcome: an executing plan, as its execution last wrote it (at `since`), ends as `status`
+   * (its approval was spent by the claim). One conditional update, as the release is: false when another call took the
+   * plan over.
    */
-  async finish(
-    id: string,
-    status: string,
-    outcome: string,
-    since: number,
-    at: number,
-    endApproval: boolean,
-  ): Promise<boolean> {
+  async finish(id: string, status: string, outcome: string, since: number, at: number): Promise<boolean> {
     const result = await this.db
       .updateTable('agent_plans')
-      .set({ status, outcome, updated_at: at, ...(endApproval ? { approval_expires_at: SPENT_APPROVAL } : {}) })
+      .set({ status, outcome, updated_at: at })
       .where('id', '=', id)
       .where('status', '=', 'executing')
       .where('updated_at', '=', since)

@@ -1,6 +1,7 @@
 // A plan runs once however its trusted document writes its upstream writes' keys (docs/agents.md, "What a plan
-// binds", "Running, once"): an execution whose outcome is unknown runs again under the same upstream keys, so the
-// upstream (the sandbox, counted here by the resources it holds) creates each resource once.
+// binds", "Running, once"): an execution whose outcome is unknown, approved again (an approval covers one run), runs
+// again under the same upstream keys, so the upstream (the sandbox, counted here by the resources it holds) creates
+// each resource once.
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -60,6 +61,16 @@ async function approvedPlan(gw: TestGateway, c: TestMcpClient, tool: string, nam
   return planId;
 }
 
+/** A person approves again a plan whose run's outcome is unknown (its approval was spent on that run). */
+async function approvedAgain(gw: TestGateway, planId: string): Promise<void> {
+  const approved = await gw.graphql(
+    'mutation($id: ID!) { approvePlan(planId: $id, status: UNKNOWN) { status } }',
+    { id: planId },
+    { key: APPROVER_KEY },
+  );
+  expect(approved.data).toEqual({ approvePlan: { status: 'UNKNOWN' } });
+}
+
 describe('a plan runs once under its keys', () => {
   it('a document writing idempotencyKey: null: an unknown outcome run again creates nothing twice', async () => {
     const gw = await gateway();
@@ -71,6 +82,12 @@ describe('a plan runs once under its keys', () => {
     const first = await c.call('execute_plan', { planId });
     expect(first.structuredContent, textOf(first)).toMatchObject({ planId, status: 'UNKNOWN' });
     cloud.faults.clear();
+    expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({
+      planId,
+      status: 'UNKNOWN',
+      code: 'APPROVAL_REQUIRED',
+    });
+    await approvedAgain(gw, planId);
     const again = await c.call('execute_plan', { planId });
     expect(again.structuredContent, textOf(again)).toMatchObject({ planId, status: 'SUCCEEDED' });
     expect(cloud.projects().filter((p) => p.name === 'null-key')).toHaveLength(1);
@@ -92,6 +109,7 @@ describe('a plan runs once under its keys', () => {
     const first = await c.call('execute_plan', { planId });
     expect(first.structuredContent, textOf(first)).toMatchObject({ status: 'UNKNOWN' });
     cloud.faults.clear();
+    await approvedAgain(gw, planId);
     expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({ status: 'SUCCEEDED' });
     expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({ replayed: true });
     expect(

@@ -2,9 +2,10 @@
 // is never taken for done or for failed. With the database unwritable from the start, execute_plan is refused before
 // anything is sent and the plan is as it was: called again once the disk is back, it runs and creates once. With the
 // database failing after the upstream created the project (its answer could not be stored, nor could the plan's
-// outcome), the plan reads as being executed until IDEMPOTENCY_TAKEOVER has passed with no sign of life, then runs
-// again under the same idempotency key: the upstream replays what it created, one project, and the plan succeeds.
-// Which status a finished run leaves is the rule of test/agents/run-status.test.ts.
+// outcome), the plan reads as being executed until IDEMPOTENCY_TAKEOVER has passed with no sign of life, then, approved
+// again (its approval was spent on the run it claimed), runs again under the same idempotency key: the upstream replays
+// what it created, one project, and the plan succeeds. Which status a finished run leaves is the rule of
+// test/agents/run-status.test.ts.
 import { describe, expect, it } from 'vitest';
 
 import { upstreamCreations } from '../../helpers/cloud.js';
@@ -87,6 +88,21 @@ describe.skipIf(noFileSizeLimit !== null)("a plan's run and the gateway's databa
     expect((await gw.graphql(STATUS, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
       agentPlan: { status: 'UNKNOWN' },
     });
+    expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({
+      planId,
+      status: 'UNKNOWN',
+      code: 'APPROVAL_REQUIRED',
+    });
+    expect(upstreamCreations(gw)).toHaveLength(1);
+    expect(
+      (
+        await gw.graphql(
+          'mutation($id: ID!) { approvePlan(planId: $id, status: UNKNOWN) { status } }',
+          { id: planId },
+          { key: APPROVER_KEY },
+        )
+      ).data,
+    ).toEqual({ approvePlan: { status: 'UNKNOWN' } });
     const ran = await c.call('execute_plan', { planId });
     expect(ran.structuredContent).toMatchObject({
       planId,

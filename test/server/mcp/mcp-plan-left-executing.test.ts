@@ -1,7 +1,8 @@
 // A plan whose execution's process stopped (kill -9, a lost replica) does not stay `executing` for ever: a running
 // execution touches its plan every third of IDEMPOTENCY_TAKEOVER, as a running idempotent call renews its lease
-// (docs/decisions/012); a plan with no sign of life for that long reads as UNKNOWN, and execute_plan runs it again
-// under the same idempotency keys, once: the upstream creates one resource. A plan whose execution is alive, however
+// (docs/decisions/012); a plan with no sign of life for that long reads as UNKNOWN, its approval spent by the claim of
+// the run that stopped: a person approves it again, and execute_plan runs it again under the same idempotency keys,
+// once: the upstream creates one resource. A plan whose execution is alive, however
 // slow, is refused as being executed, and of two calls that find a lost plan only one runs it. An execution taken for
 // lost that was only paused answers its own caller, but the plan keeps the outcome of the call that took it over.
 import { once } from 'node:events';
@@ -100,11 +101,23 @@ describe('a plan left executing by a process that stopped', () => {
     expect(textOf(refused)).toContain(`plan ${planId} is being executed`);
     expect(cloud.requests.filter((r) => r.path === PROJECTS_PATH)).toHaveLength(1);
 
-    // No sign of life for IDEMPOTENCY_TAKEOVER: its outcome is unknown. Its approval still holds, so it is not listed
-    // for approval, and execute_plan runs it again under the same key.
+    // No sign of life for IDEMPOTENCY_TAKEOVER: its outcome is unknown. Its approval was spent on the run that
+    // stopped: the agent's call sends nothing, the plan is listed for approval, and once approved again execute_plan
+    // runs it again under the same key.
     clock.advance(takeoverMs + 1);
     expect(await statusOf(gw, planId)).toBe('UNKNOWN');
-    expect((await gw.graphql(PENDING, {}, { key: APPROVER_KEY })).data).toEqual({ pendingAgentPlans: [] });
+    expect((await gw.graphql(PENDING, {}, { key: APPROVER_KEY })).data).toEqual({
+      pendingAgentPlans: [{ id: planId, status: 'UNKNOWN' }],
+    });
+    expect((await agent.call('execute_plan', { planId })).structuredContent).toMatchObject({
+      planId,
+      status: 'UNKNOWN',
+      code: 'APPROVAL_REQUIRED',
+    });
+    expect(cloud.requests.filter((r) => r.path === PROJECTS_PATH)).toHaveLength(1);
+    expect((await gw.graphql(APPROVE_UNKNOWN, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
+      approvePlan: { status: 'UNKNOWN' },
+    });
     const done = await agent.call('execute_plan', { planId });
     expect(done.isError, textOf(done)).toBeFalsy();
     expect(done.structuredContent).toMatchObject({
@@ -146,7 +159,7 @@ describe('a plan left executing by a process that stopped', () => {
       approvePlan: { status: 'APPROVED' },
     });
     // A process claims it and stops before sending anything.
-    expect(await plans.claim((await plans.get(planId))!, 'agent')).not.toBeNull();
+    expect(await plans.claim((await plans.get(planId))!)).not.toBeNull();
     clock.advance(10 * 60_000 + 1);
     expect(await statusOf(gw, planId)).toBe('UNKNOWN');
     expect((await gw.graphql(PENDING, {}, { key: APPROVER_KEY })).data).toEqual({
@@ -189,7 +202,7 @@ describe('a plan left executing by a process that stopped', () => {
 
     // A running execution touches its plan every third of IDEMPOTENCY_TAKEOVER, by the gateway's clock.
     const slow = await approved('slow');
-    const claim = await plans.claim((await plans.get(slow))!, 'agent');
+    const claim = await plans.claim((await plans.get(slow))!);
     expect(claim).not.toBeNull();
     let release!: () => void;
     const running = plans.running(claim!, () => new Promise<void>((resolve) => (release = resolve)));
@@ -206,10 +219,16 @@ describe('a plan left executing by a process that stopped', () => {
     clock.advance(301);
     expect(await statusOf(gw, slow)).toBe('UNKNOWN');
 
-    // Two calls find a lost plan: one claims and runs it, the other is refused; the upstream creates it once.
+    // Two calls find a lost plan approved again: one claims and runs it, the other is refused; the upstream creates
+    // it once.
+    const approvedAgain = async (planId: string) =>
+      expect((await gw.graphql(APPROVE_UNKNOWN, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
+        approvePlan: { status: 'UNKNOWN' },
+      });
     const raced = await approved('raced');
-    expect(await plans.claim((await plans.get(raced))!, 'agent')).not.toBeNull();
+    expect(await plans.claim((await plans.get(raced))!)).not.toBeNull();
     clock.advance(301);
+    await approvedAgain(raced);
     const other = await connect(gw, { key: AGENT_KEY });
     const [a, b] = await Promise.all([
       agent.call('execute_plan', { planId: raced }),
@@ -219,14 +238,18 @@ describe('a plan left executing by a process that stopped', () => {
     expect(ran, JSON.stringify([a.structuredContent, b.structuredContent])).toHaveLength(1);
     expect(upstreamCreations(gw)).toHaveLength(1);
 
-    // The store's claim of a lost plan is true for exactly one of two claims at once.
+    // A lost plan is never claimed on the approval its lost run spent; approved again, the store's claim is true for
+    // exactly one of two claims at once.
     const twice = await approved('twice');
     const plan = (await plans.get(twice))!;
-    expect(await plans.claim(plan, 'agent')).not.toBeNull();
+    expect(await plans.claim(plan)).not.toBeNull();
     clock.advance(301);
+    expect((await plans.get(twice))!.status).toBe('unknown');
+    expect(await plans.claim(plan)).toBeNull();
+    await approvedAgain(twice);
     const lostPlan = (await plans.get(twice))!;
     expect(lostPlan.status).toBe('unknown');
-    const claims = await Promise.all([plans.claim(lostPlan, 'agent'), plans.claim(lostPlan, 'agent')]);
+    const claims = await Promise.all([plans.claim(lostPlan), plans.claim(lostPlan)]);
     expect(claims.map(Boolean).sort()).toEqual([false, true]);
   });
   it('an execution taken over while it ran answers its own caller, but never overwrites the stored outcome of the call that took it over', async () => {
@@ -257,7 +280,11 @@ describe('a plan left executing by a process that stopped', () => {
     clock.advance(5 * 60_000 + 1);
     expect(await statusOf(gw, planId)).toBe('UNKNOWN');
 
-    // Another call takes the plan over and runs it to its end (a new hold, released at once, lets its request by).
+    // A person approves it again (its approval was spent on the first run), and another call takes the plan over and
+    // runs it to its end (a new hold, released at once, lets its request by).
+    expect((await gw.graphql(APPROVE_UNKNOWN, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
+      approvePlan: { status: 'UNKNOWN' },
+    });
     faults.hold().release();
     const other = await connect(gw, { key: AGENT_KEY });
     const taker = await other.call('execute_plan', { planId });

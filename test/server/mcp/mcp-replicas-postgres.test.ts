@@ -98,12 +98,16 @@ describe('MCP across replicas (PostgreSQL)', () => {
       expect(ran, JSON.stringify(results.map((r) => r.structuredContent))).toHaveLength(1);
       expect(creations()).toBe(before + 1);
 
-      // The claim itself: of two replicas' claims of a lost plan at once, exactly one is true.
+      // The claim itself: a lost plan is claimed only once approved again; then, of two replicas' claims at once,
+      // exactly one is true.
       const twice = await lostPlan('claimed twice');
       const [onAPlans, onBPlans] = [agentPlans, replicas.b.gateway.services.agentPlans];
+      expect(await onAPlans.claim((await onAPlans.get(twice))!)).toBeNull();
+      const again = await onAPlans.approve(twice, { owner: 'person', name: 'a person' }, 'elicitation', 'UNKNOWN');
+      expect(again.ok).toBe(true);
       const [seenByA, seenByB] = await Promise.all([onAPlans.get(twice), onBPlans.get(twice)]);
       expect([seenByA!.status, seenByB!.status]).toEqual(['unknown', 'unknown']);
-      const claims = await Promise.all([onAPlans.claim(seenByA!, 'agent'), onBPlans.claim(seenByB!, 'agent')]);
+      const claims = await Promise.all([onAPlans.claim(seenByA!), onBPlans.claim(seenByB!)]);
       expect(claims.map(Boolean).sort()).toEqual([false, true]);
     } finally {
       await onA.close();

@@ -163,9 +163,20 @@ describe('a run refused before anything was sent leaves the plan as it was', () 
     const c = await connect(gw, { key: AGENT_KEY });
     const planId = await approvedPlan(gw, c, 'taken over');
     const plans = gw.gateway.services.agentPlans;
-    const lost = (await plans.claim((await plans.get(planId))!, 'agent'))!;
+    const lost = (await plans.claim((await plans.get(planId))!))!;
     clock.advance(301);
-    const taker = await plans.claim((await plans.get(planId))!, 'agent');
+    // The lost run spent the approval: a person approves the plan again, as UNKNOWN, for the call that takes it over.
+    expect(await plans.claim((await plans.get(planId))!)).toBeNull();
+    expect(
+      (
+        await gw.graphql(
+          'mutation($id: ID!) { approvePlan(planId: $id, status: UNKNOWN) { status } }',
+          { id: planId },
+          { key: APPROVER_KEY },
+        )
+      ).data,
+    ).toEqual({ approvePlan: { status: 'UNKNOWN' } });
+    const taker = await plans.claim((await plans.get(planId))!);
     expect(taker).not.toBeNull();
     // The call that lost it still runs: its heartbeat finds the plan claimed by the other, and leaves it so.
     let end!: () => void;
