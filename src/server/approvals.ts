@@ -147,8 +147,9 @@ const SCRIPT = String.raw`'use strict';
     const unknown = plan.status === 'UNKNOWN';
     if (plan.status === 'PENDING' || plan.status === 'APPROVED' || unknown) {
       if (unknown) {
-        el.append(text('p', 'Its last run\'s outcome is unknown: approved again, it runs again under the same ' +
-          'idempotency keys (nothing is created twice).', 'meta'));
+        el.append(text('p', 'Its last run\'s outcome is unknown: the requests may have been applied. Approved ' +
+          'again, it runs again under the same idempotency keys: a cloud creation is made once (its service honours ' +
+          'the key), but an identity check may be made a second time: check the identity service first.', 'meta'));
       }
       const actions = document.createElement('div');
       actions.className = 'actions';

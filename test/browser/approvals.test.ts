@@ -229,6 +229,8 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
     await asked.getByRole('button', { name: 'Approve this plan' }).click();
     await page.getByText(/^(Not done|The plan of agent is)/).waitFor(WAIT);
     expect(await page.locator('#status').textContent()).toMatch(/^Not done: .* is UNKNOWN now, not PENDING as shown/);
+    // Listed again as unknown, its card says what a second approval risks: an identity check is made again.
+    await card.getByText(/an identity check may be made a second time: check the identity service first/).waitFor(WAIT);
     const again = await agent.call('execute_plan', { planId });
     expect(again.structuredContent).toMatchObject({ status: 'UNKNOWN', code: 'APPROVAL_REQUIRED' });
     expect(identification.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
