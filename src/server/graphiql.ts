@@ -7,6 +7,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, join } from 'node:path';
 
 import { GRAPHIQL_ASSETS_DIR } from '../config/paths.js';
+import { WebhookErrorCode } from '../errors.js';
+import { sendOAuthError } from './respond.js';
 
 /** One saved operation, opened as its own GraphiQL tab. */
 export interface GraphiqlExample {
@@ -264,7 +266,7 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
     const plain = join(assetsDir, name);
     const info = contentType === undefined ? undefined : await fileInfo(plain);
     if (contentType === undefined || info === undefined) {
-      sendText(res, 404, 'Not found\n', head);
+      sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such asset');
       return;
     }
     // The build writes a .gz beside each script and stylesheet (scripts/build-graphiql.mjs).
@@ -296,13 +298,15 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
     stream.pipe(res);
   }
 
+  // Refusals answer as every plain route does (docs/contract.md, Routes); Node leaves the body out for HEAD.
   function serveAsset(req: IncomingMessage, res: ServerResponse): boolean {
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (!url.pathname.startsWith(assetsPath)) return false;
     const head = req.method === 'HEAD';
     if (req.method !== 'GET' && !head) {
-      res.setHeader('allow', 'GET, HEAD');
-      sendText(res, 405, 'Method not allowed\n', false);
+      sendOAuthError(res, 405, WebhookErrorCode.METHOD_NOT_ALLOWED, `${req.method} is not allowed on an asset`, {
+        allow: 'GET, HEAD',
+      });
       return true;
     }
     let name: string;
@@ -312,11 +316,11 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
       name = '';
     }
     if (!ASSET_NAME.test(name) || name === MANIFEST) {
-      sendText(res, 404, 'Not found\n', head);
+      sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such asset');
       return true;
     }
     sendAsset(req, res, name, url.searchParams.get('v')).catch(() => {
-      if (!res.headersSent) sendText(res, 500, 'Internal error\n', head);
+      if (!res.headersSent) sendOAuthError(res, 500, WebhookErrorCode.SERVER_ERROR, 'the asset could not be read');
       else res.destroy();
     });
     return true;
