@@ -37,7 +37,7 @@ export class Events {
     readonly streams: EventStreams,
     private readonly metrics: Metrics,
     private readonly tracing: Tracing = TRACING_OFF,
-    /** The clock a cursor's age is read on: the retention purge's (the gateway's). */
+    /** The clock events are stamped and a cursor's age read on: the retention purge's (the gateway's). */
     private readonly now: () => number = Date.now,
   ) {
     this.reader = new EventReader(log, bus, streams.cursors, now);
@@ -62,8 +62,10 @@ export class Events {
     // The intake span travels with the event (in the log, so across replicas) for the delivery spans to link to.
     // Asked only when tracing is on: with it off, no tracing code runs for an event.
     const traceparent = this.tracing.enabled ? this.tracing.traceparent() : undefined;
+    // Stamped on the clock the retention purge reads (the gateway's), not the wall's.
     const result = await this.log.append(
       traceparent ? { ...e, meta: { ...e.meta, [TRACEPARENT_META]: traceparent } } : e,
+      this.now(),
     );
     const publish = async () => {
       if (result.status !== 'created') return;
