@@ -57,9 +57,11 @@ export interface GatewayTesting {
   /**
    * The clock (epoch ms) of everything that expires: JWTs (exp, nbf) and the JWKS refresh interval, mobile-ID access
    * tokens and notification tokens, pending mobile-ID notifications (reception, retries, each pass) and the mobile-ID
-   * JWKS retry schedule, the retention purges and a resume cursor's age, the circuit breakers' reset timeouts and
-   * the expiry of agents' plan approvals, the minutes of the per-app storage bounds, the leases an identification
-   * callback reads and identification links' expiry. A test moves it instead of sleeping. Default Date.now.
+   * JWKS retry schedule, the retention purges (and the stamps they read: webhook events, refused notifications) and
+   * a resume cursor's age, the circuit breakers' reset timeouts and the expiry of agents' plan approvals, the minutes
+   * of the per-app storage bounds and of the quarantine's cap on unauthenticated refusals, the leases an
+   * identification callback reads and identification links' expiry. A test moves it instead of sleeping. Default
+   * Date.now.
    */
   clock?: () => number;
   /** Replaces the OTEL_TRACES_EXPORTER exporter and turns tracing on (an InMemorySpanExporter). */

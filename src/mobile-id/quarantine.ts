@@ -110,10 +110,15 @@ export class RejectionQuarantine {
   constructor(
     private readonly db: Kysely<Database>,
     private readonly retentionMs: number,
+    /**
+     * The gateway's clock (GatewayTesting.clock): a refusal's reception time, which the purge compares with the
+     * retention on it, and the minutes of the cap on unauthenticated refusals.
+     */
+    private readonly now: () => number = () => Date.now(),
   ) {}
 
   /** Keeps one refusal; false when it was only counted (an unauthenticated one past the per-minute cap). */
-  async record(r: NewRejection, now = Date.now()): Promise<boolean> {
+  async record(r: NewRejection, now = this.now()): Promise<boolean> {
     const outsider = r.reason === 'UNAUTHORIZED' && r.authReqId === null && r.scope === null;
     if (outsider) {
       if (now - this.window.start >= 60_000) this.window = { start: now, count: 0 };
@@ -173,7 +178,7 @@ export class RejectionQuarantine {
    * apart from the others'.
    */
   async purge(
-    now = Date.now(),
+    now = this.now(),
     maxRows = QUARANTINE_MAX_ROWS,
     maxRowsPerApp = QUARANTINE_MAX_ROWS_PER_APP,
     maxOutsiderRows = QUARANTINE_MAX_OUTSIDER_ROWS,

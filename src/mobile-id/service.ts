@@ -42,8 +42,8 @@ interface MobileIdServiceOptions {
   /** MOBILEID_PLAIN_CHECKS: a well-formed notification checked by plain code, zod for the rest (decision 158). */
   plainChecks?: boolean;
   /**
-   * Tests only: the clock (epoch ms) of access token expiry, notification tokens, pending notifications and the JWKS
-   * retry schedule. Default Date.now.
+   * Tests only: the clock (epoch ms) of access token expiry, notification tokens, pending notifications, the JWKS
+   * retry schedule and the quarantine of refused notifications. Default Date.now.
    */
   now?: (() => number) | undefined;
 }
@@ -78,7 +78,7 @@ export class MobileIdService {
     this.box = options.box;
     this.logger = options.logger;
     this.tokens = new NotificationTokens(options.db, options.notificationTokens, options.storage);
-    this.quarantine = new RejectionQuarantine(options.db, options.rejectionRetentionMs);
+    this.quarantine = new RejectionQuarantine(options.db, options.rejectionRetentionMs, this.now);
     this.pending = new PendingVerifications(options.db, options.pendingLimit);
     this.intake = new NotificationIntake({
       events: options.events,
