@@ -60,8 +60,8 @@ export interface GatewayTesting {
    * JWKS retry schedule, the retention purges (and the stamps they read: webhook events, refused notifications) and
    * a resume cursor's age, the circuit breakers' reset timeouts and the expiry of agents' plan approvals, the minutes
    * of the per-app storage bounds and of the quarantine's cap on unauthenticated refusals, the leases an
-   * identification callback reads and identification links' expiry. A test moves it instead of sleeping. Default
-   * Date.now.
+   * identification callback reads, identification links' expiry and composite provisionings' heartbeats (their
+   * createdAt and updatedAt). A test moves it instead of sleeping. Default Date.now.
    */
   clock?: () => number;
   /** Replaces the OTEL_TRACES_EXPORTER exporter and turns tracing on (an InMemorySpanExporter). */

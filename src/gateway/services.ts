@@ -147,6 +147,7 @@ export async function buildServices(
     charge: (caller, points) => rateLimits.charge(caller, 'creations', points),
     digest: (text) => box.digest(text),
     keys: idempotency,
+    now: parts.now,
   });
   // Shutdown lets running provisionings finish their current step before the store closes.
   parts.onClose(() => provisioning.idle());

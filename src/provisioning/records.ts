@@ -66,6 +66,8 @@ export class ProvisioningRecords {
   constructor(
     private readonly rows: ProvisioningRows,
     private readonly events: Events,
+    /** The gateway's clock, on which a resuming call judges the heartbeat. */
+    private readonly now: () => number = () => Date.now(),
   ) {}
 
   /** Stores a new provisioning; false when one with its id exists already (a concurrent call with the same key). */
@@ -82,7 +84,7 @@ export class ProvisioningRecords {
 
   /** The heartbeat of a live run: a provisioning touched within the takeover time is not resumed elsewhere. */
   touch(id: string): Promise<void> {
-    return this.rows.touch(id, Date.now());
+    return this.rows.touch(id, this.now());
   }
 
   /**

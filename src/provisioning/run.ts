@@ -18,6 +18,8 @@ export class ProvisioningRunner {
     private readonly logger: Logger,
     /** The takeover time: a live run touches its row every third of it. */
     private readonly staleMs: number,
+    /** The gateway's clock: each stored state's updatedAt, which a resuming call judges on it. */
+    private readonly now: () => number = () => Date.now(),
   ) {}
 
   /** True while this process runs the provisioning. */
@@ -122,7 +124,7 @@ export class ProvisioningRunner {
       ...top,
       steps: p.steps.map((s, i) => (i === index ? { ...s, ...step } : s)),
       revision: p.revision + 1,
-      updatedAt: new Date(),
+      updatedAt: new Date(this.now()),
     };
     await this.records.save(next);
     return next;

@@ -171,6 +171,11 @@ export interface ProvisioningOptions {
   digest: (text: string) => string;
   /** The idempotency records of every creation: a new provisioning binds its key there, so no other creation takes it. */
   keys: Pick<Idempotency, 'bind' | 'reusedBy'>;
+  /**
+   * The gateway's clock (GatewayTesting.clock): a provisioning's createdAt and updatedAt, its run's heartbeat, and the
+   * staleness a resuming call judges from them. Default Date.now.
+   */
+  now?: () => number;
 }
 
 /**
@@ -191,6 +196,7 @@ export class ProvisioningService {
   private readonly digest: (text: string) => string;
   private readonly keys: ProvisioningOptions['keys'];
   private readonly staleMs: number;
+  private readonly now: () => number;
   readonly bounds: ProvisioningBounds;
 
   constructor(options: ProvisioningOptions) {
@@ -204,13 +210,14 @@ export class ProvisioningService {
       staleMs: this.staleMs,
     } = options);
     const { cloud, lookup } = options;
+    this.now = options.now ?? (() => Date.now());
     this.env = {
       cloud,
       lookup,
       address: { read: (response) => cloud.addressOf({ response }), lookedFor: cloud.describeShapes().address },
     };
-    this.records = new ProvisioningRecords(new ProvisioningRows(options.db), options.events);
-    this.runner = new ProvisioningRunner(this.records, options.logger, this.staleMs);
+    this.records = new ProvisioningRecords(new ProvisioningRows(options.db), options.events, this.now);
+    this.runner = new ProvisioningRunner(this.records, options.logger, this.staleMs, this.now);
   }
 
   async provisionKafkaCluster(
@@ -423,13 +430,13 @@ export class ProvisioningService {
       if (!this.sameAsStored(existing, kind, input, sent)) throw keyReused(key);
       const alive =
         this.runner.isRunning(id) ||
-        (existing.state === 'RUNNING' && Date.now() - existing.updatedAt.getTime() < this.staleMs);
+        (existing.state === 'RUNNING' && this.now() - existing.updatedAt.getTime() < this.staleMs);
       if (existing.state === 'SUCCEEDED' || alive) return answer(existing, true);
       // FAILED, or RUNNING but abandoned by a request that died: resume the steps that did not finish.
       run = {
         ...existing,
         revision: existing.revision + 1,
-        updatedAt: new Date(),
+        updatedAt: new Date(this.now()),
         state: 'RUNNING',
         error: null,
         steps: existing.steps.map((s) =>
@@ -437,7 +444,7 @@ export class ProvisioningService {
         ),
       };
     } else {
-      const now = new Date();
+      const now = new Date(this.now());
       run = {
         id,
         scope: caller.scope,

@@ -49,7 +49,8 @@ export async function waitForSubscribers(
 /**
  * Waits until the provisioning `id`, as `gw` reads it, has gone untouched for longer than `takeoverMs`
  * (IDEMPOTENCY_TAKEOVER): the replica that ran it stopped touching its row, so the app's next call with its key
- * resumes it. A state of the row, waited for.
+ * resumes it. A state of the row, waited for, on the wall's clock: for a gateway with no testing clock (one with a
+ * testing clock judges on that; its test moves the clock instead).
  */
 export async function waitForAbandonedProvisioning(gw: TestGateway, id: string, takeoverMs: number): Promise<void> {
   const records = (gw.gateway.services.provisioning as unknown as { records: ProvisioningRecords }).records;
