@@ -22,7 +22,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const metrics = new Metrics();
   const testing = options.testing ?? {};
-  const now = testing.clock ?? (() => Date.now());
+  const now = testing.clock ?? Date.now;
   // What shutdown undoes, in the reverse order of what was built.
   const cleanups: Array<() => Promise<void>> = [];
   const onClose = (close: () => Promise<void>) => void cleanups.push(close);
