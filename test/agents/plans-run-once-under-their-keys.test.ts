@@ -7,7 +7,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { appsFile, gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
-import { mcpClientsPerTest, textOf, type TestMcpClient } from '../helpers/mcp.js';
+import { approveAgainAsUnknown, mcpClientsPerTest, textOf, type TestMcpClient } from '../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
@@ -61,16 +61,6 @@ async function approvedPlan(gw: TestGateway, c: TestMcpClient, tool: string, nam
   return planId;
 }
 
-/** A person approves again a plan whose run's outcome is unknown (its approval was spent on that run). */
-async function approvedAgain(gw: TestGateway, planId: string): Promise<void> {
-  const approved = await gw.graphql(
-    'mutation($id: ID!) { approvePlan(planId: $id, status: UNKNOWN) { status } }',
-    { id: planId },
-    { key: APPROVER_KEY },
-  );
-  expect(approved.data).toEqual({ approvePlan: { status: 'UNKNOWN' } });
-}
-
 describe('a plan runs once under its keys', () => {
   it('a document writing idempotencyKey: null: an unknown outcome run again creates nothing twice', async () => {
     const gw = await gateway();
@@ -87,7 +77,7 @@ describe('a plan runs once under its keys', () => {
       status: 'UNKNOWN',
       code: 'APPROVAL_REQUIRED',
     });
-    await approvedAgain(gw, planId);
+    await approveAgainAsUnknown(gw, planId);
     const again = await c.call('execute_plan', { planId });
     expect(again.structuredContent, textOf(again)).toMatchObject({ planId, status: 'SUCCEEDED' });
     expect(cloud.projects().filter((p) => p.name === 'null-key')).toHaveLength(1);
@@ -109,7 +99,7 @@ describe('a plan runs once under its keys', () => {
     const first = await c.call('execute_plan', { planId });
     expect(first.structuredContent, textOf(first)).toMatchObject({ status: 'UNKNOWN' });
     cloud.faults.clear();
-    await approvedAgain(gw, planId);
+    await approveAgainAsUnknown(gw, planId);
     expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({ status: 'SUCCEEDED' });
     expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({ replayed: true });
     expect(

@@ -1,7 +1,7 @@
 // An MCP client for the tests: the SDK's own client over real HTTP, against a gateway started on port 0.
 import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
 import { request } from 'undici';
-import { afterEach } from 'vitest';
+import { afterEach, expect } from 'vitest';
 
 import { appsFile, type TestGateway } from './gateway.js';
 
@@ -84,6 +84,23 @@ export function mcpClientsPerTest(): (gw: Pick<TestGateway, 'url'>, o?: McpClien
 export const AGENT_KEY = 'agent-key-0123456789';
 export const APPROVER_KEY = 'approver-key-0123456789';
 export const OPERATOR_KEY = 'operator-key-0123456789';
+
+/**
+ * A person approves again, naming the state they read (UNKNOWN), a plan whose run ended unknown or was lost: an
+ * approval covers one run, so its next run needs this one.
+ */
+export async function approveAgainAsUnknown(
+  gw: Pick<TestGateway, 'graphql'>,
+  planId: string,
+  key = APPROVER_KEY,
+): Promise<void> {
+  const approved = await gw.graphql(
+    'mutation($id: ID!) { approvePlan(planId: $id, status: UNKNOWN) { status } }',
+    { id: planId },
+    { key },
+  );
+  expect(approved.data, JSON.stringify(approved.errors)).toEqual({ approvePlan: { status: 'UNKNOWN' } });
+}
 
 /**
  * An apps file of the agents' plan tests: `agent` (cloud:read, cloud:write) and `approver` (cloud:approve), with

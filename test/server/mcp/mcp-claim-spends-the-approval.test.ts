@@ -11,13 +11,19 @@ import { AgentPlanRows } from '../../../src/store/agent-plans.js';
 import { upstreamCreations } from '../../helpers/cloud.js';
 import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
-import { AGENT_KEY, APPROVER_KEY, mcpClientsPerTest, planApps, textOf } from '../../helpers/mcp.js';
+import {
+  AGENT_KEY,
+  approveAgainAsUnknown,
+  APPROVER_KEY,
+  mcpClientsPerTest,
+  planApps,
+  textOf,
+} from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
-const APPROVE_UNKNOWN = 'mutation($id: ID!) { approvePlan(planId: $id, status: UNKNOWN) { status } }';
 const PENDING = '{ pendingAgentPlans { id status } }';
 const REGISTRATIONS = '/api/v2/verifications/workflow-instances';
 
@@ -74,9 +80,7 @@ describe('a run whose outcome was never stored', () => {
     });
 
     // A person who checked upstream approves it again, as UNKNOWN: it is sent once more, under the same key.
-    expect((await gw.graphql(APPROVE_UNKNOWN, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
-      approvePlan: { status: 'UNKNOWN' },
-    });
+    await approveAgainAsUnknown(gw, planId);
     const done = await agent.call('execute_plan', { planId });
     expect(done.structuredContent, textOf(done)).toMatchObject({ planId, status: 'SUCCEEDED' });
     expect(sent()).toHaveLength(2);
@@ -129,9 +133,7 @@ describe('a run whose outcome was never stored', () => {
     const again = await agent.call('execute_plan', { planId });
     expect(again.structuredContent).toMatchObject({ planId, status: 'UNKNOWN', code: 'APPROVAL_REQUIRED' });
     expect(sent()).toHaveLength(1);
-    expect((await gw.graphql(APPROVE_UNKNOWN, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
-      approvePlan: { status: 'UNKNOWN' },
-    });
+    await approveAgainAsUnknown(gw, planId);
     const done = await agent.call('execute_plan', { planId });
     expect(done.structuredContent, textOf(done)).toMatchObject({ planId, status: 'SUCCEEDED' });
     expect(sent()).toHaveLength(2);

@@ -12,7 +12,14 @@ import { upstreamCreations } from '../../helpers/cloud.js';
 import { fileSizeLimit, fileSizeLimitUnavailable, whileFilesCannotGrow } from '../../helpers/faults.js';
 import { gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
-import { AGENT_KEY, APPROVER_KEY, mcpClientsPerTest, planApps, type TestMcpClient } from '../../helpers/mcp.js';
+import {
+  AGENT_KEY,
+  approveAgainAsUnknown,
+  APPROVER_KEY,
+  mcpClientsPerTest,
+  planApps,
+  type TestMcpClient,
+} from '../../helpers/mcp.js';
 import { waitFor } from '../../helpers/wait.js';
 
 const start = gatewaysPerTest();
@@ -94,15 +101,7 @@ describe.skipIf(noFileSizeLimit !== null)("a plan's run and the gateway's databa
       code: 'APPROVAL_REQUIRED',
     });
     expect(upstreamCreations(gw)).toHaveLength(1);
-    expect(
-      (
-        await gw.graphql(
-          'mutation($id: ID!) { approvePlan(planId: $id, status: UNKNOWN) { status } }',
-          { id: planId },
-          { key: APPROVER_KEY },
-        )
-      ).data,
-    ).toEqual({ approvePlan: { status: 'UNKNOWN' } });
+    await approveAgainAsUnknown(gw, planId);
     const ran = await c.call('execute_plan', { planId });
     expect(ran.structuredContent).toMatchObject({
       planId,
