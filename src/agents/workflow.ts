@@ -406,10 +406,16 @@ export class AgentWorkflow {
     // The claim spends the approval: this run is the one it covers, and any later run needs a new one.
     const claim = await this.o.plans.claim(toClaim);
     if (!claim) {
+      // Another call changed the plan since this one read it (on this replica or another): answered as the plan is
+      // now. A run under way is EXECUTING, one ended is replayed; those answers claim nothing and send nothing.
+      const now = await this.o.plans.get(plan.id);
+      if (now && !now.expired && ['executing', 'succeeded', 'failed'].includes(now.status))
+        return this.execute(now, op, caller, hooks);
+      const status = !now || now.expired ? 'EXPIRED' : now.status.toUpperCase();
       return refuse(
-        `plan ${plan.id} is being executed by another call, or its approval was spent or has expired; call ` +
-          'execute_plan again',
-        { planId: plan.id, status: 'UNKNOWN' },
+        `plan ${plan.id} changed while this call checked it (${status} now: approved again, declined, or its ` +
+          'approval spent or lapsed meanwhile); nothing was sent by this call. Call execute_plan again',
+        { planId: plan.id, status },
       );
     }
     /**
