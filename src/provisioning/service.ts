@@ -484,8 +484,10 @@ export class ProvisioningService {
     });
     if (!claimed) {
       await refund();
-      // The resume's claim lost: the provisioning as this call read it. The insert lost: the winner's.
-      return existing ? answer(existing, true) : this.start(caller, kind, input, sent, key, plan);
+      // The resume's claim lost: the provisioning as the call that won left it (resumed: RUNNING, its failed steps
+      // PENDING again), not the FAILED one this call read. The insert lost: the winner's.
+      if (existing) return answer((await this.records.read(id)) ?? existing, true);
+      return this.start(caller, kind, input, sent, key, plan);
     }
     this.runner.launch(run, steps);
     return answer(run, false);
