@@ -154,9 +154,11 @@ export function buildTransports(
             method: 'ANY',
             path: new RegExp(`^${GRAPHIQL_ASSETS_PATH}[^/]+$`),
             name: 'graphiql-asset',
+            // What fails unexpectedly is the router's to log with the request id and answer (server_error).
             handle: (req, res) => {
-              if (!graphiql.serveAsset(req, res))
-                sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such GraphiQL asset');
+              const served = graphiql.serveAsset(req, res);
+              if (served) return served;
+              sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such GraphiQL asset');
             },
           } satisfies Route,
         ]
@@ -166,7 +168,7 @@ export function buildTransports(
         ? {
             graphiql: {
               wants: (req) => prefersHtml(req.headers.accept),
-              serve: (req, res) => void graphiql.servePage(req, res),
+              serve: (req, res) => graphiql.servePage(req, res),
             },
           }
         : {}),

@@ -41,10 +41,11 @@ export interface GraphiqlHandler {
   /** Answers a GET or HEAD with the GraphiQL page, or 503 when the bundle has not been built. */
   servePage(req: IncomingMessage, res: ServerResponse): Promise<void>;
   /**
-   * Answers a request whose path is under `assetsPath` (404 for unknown files, 405 for
-   * methods other than GET/HEAD) and returns true; returns false, sending nothing, for any other path.
+   * Answers a request whose path is under `assetsPath` (404 for unknown files, 405 for methods other than GET/HEAD)
+   * and returns the answer's promise, which rejects with what failed unexpectedly (the caller's route logs it with the
+   * request id and answers 500); returns false, sending nothing, for any other path.
    */
-  serveAsset(req: IncomingMessage, res: ServerResponse): boolean;
+  serveAsset(req: IncomingMessage, res: ServerResponse): Promise<void> | false;
   readonly assetsPath: string;
 }
 
@@ -299,7 +300,7 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
   }
 
   // Refusals answer as every plain route does (docs/contract.md, Routes); Node leaves the body out for HEAD.
-  function serveAsset(req: IncomingMessage, res: ServerResponse): boolean {
+  function serveAsset(req: IncomingMessage, res: ServerResponse): Promise<void> | false {
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (!url.pathname.startsWith(assetsPath)) return false;
     const head = req.method === 'HEAD';
@@ -307,7 +308,7 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
       sendOAuthError(res, 405, WebhookErrorCode.METHOD_NOT_ALLOWED, `${req.method} is not allowed on an asset`, {
         allow: 'GET, HEAD',
       });
-      return true;
+      return Promise.resolve();
     }
     let name: string;
     try {
@@ -317,13 +318,9 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
     }
     if (!ASSET_NAME.test(name) || name === MANIFEST) {
       sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such asset');
-      return true;
+      return Promise.resolve();
     }
-    sendAsset(req, res, name, url.searchParams.get('v')).catch(() => {
-      if (!res.headersSent) sendOAuthError(res, 500, WebhookErrorCode.SERVER_ERROR, 'the asset could not be read');
-      else res.destroy();
-    });
-    return true;
+    return sendAsset(req, res, name, url.searchParams.get('v'));
   }
 
   return { servePage, serveAsset, assetsPath };

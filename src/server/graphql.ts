@@ -29,10 +29,13 @@ export interface GraphqlRouteOptions {
    * rejects with, a GraphQLError (UNAUTHENTICATED) for a bad key.
    */
   context: (req: IncomingMessage, ctx: RouteContext) => GraphQLContext | Promise<GraphQLContext>;
-  /** Serves GraphiQL for browser GETs and HEADs; absent when introspection is off. */
+  /**
+   * Serves GraphiQL for browser GETs and HEADs; absent when introspection is off. What its promise rejects with is
+   * answered and logged as the route's own unexpected failure.
+   */
   graphiql?: {
     wants(req: IncomingMessage): boolean;
-    serve(req: IncomingMessage, res: import('node:http').ServerResponse): void;
+    serve(req: IncomingMessage, res: import('node:http').ServerResponse): Promise<void>;
   };
   /** TRUSTED_DOCUMENTS (absent when off). */
   trusted?: DocumentAdmission;
@@ -56,7 +59,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
     async handle(req, res, ctx) {
       // HEAD is answered as GET (RFC 9110 §9.3.2): the page's headers, no body.
       if ((req.method === 'GET' || req.method === 'HEAD') && options.graphiql?.wants(req)) {
-        options.graphiql.serve(req, res);
+        await options.graphiql.serve(req, res);
         return;
       }
       let body: unknown;

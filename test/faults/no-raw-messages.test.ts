@@ -4,6 +4,7 @@
 // `server_error`). One case per route × fault. Where only an internal throw reaches a path, the case replaces ONE
 // internal method of the running gateway to throw SECRET (restored after the case), and says why.
 import { randomUUID } from 'node:crypto';
+import { ServerResponse } from 'node:http';
 import { GraphQLError, type DocumentNode, type OperationDefinitionNode } from 'graphql';
 import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
@@ -94,6 +95,25 @@ const unreadable = (): Error => {
     },
   });
   return err;
+};
+
+/**
+ * The first answer of `path` that starts 200 throws `marked(mark)` where its head is written, before anything was sent
+ * (ServerResponse's writeHead replaced: every other answer is written as usual).
+ */
+const headThrows = (path: string, mark: string) => {
+  const real = ServerResponse.prototype.writeHead;
+  let thrownOnce = false;
+  return vi.spyOn(ServerResponse.prototype, 'writeHead').mockImplementation(function (
+    this: ServerResponse,
+    ...args: unknown[]
+  ) {
+    if (!thrownOnce && args[0] === 200 && this.req?.url?.split('?')[0] === path) {
+      thrownOnce = true;
+      throw new Error(marked(mark));
+    }
+    return (real as (...a: unknown[]) => ServerResponse).apply(this, args);
+  } as never);
 };
 
 /** The agent plans' one read of the pending ones (the approvals page's query and subscription both read it). */
@@ -388,6 +408,29 @@ const CASES: Case[] = [
     status: 404,
     logged: false,
   })),
+  // GraphiQL's page and an asset whose answer throws before anything was sent: only an internal throw, since every
+  // file they read is checked (a missing one is a 404 or a 503 of its own). The route answers server_error and logs
+  // the error once with the request's id; the request is never left without an answer.
+  {
+    route: 'GET /graphql/assets/graphiql.css',
+    fault: 'the answer throws before anything was sent',
+    provoke: () => headThrows('/graphql/assets/graphiql.css', '[asset head throws]'),
+    send: () => http('/graphql/assets/graphiql.css'),
+    status: 500,
+    code: 'server_error',
+    logged: true,
+    loggedOnce: '[asset head throws]',
+  },
+  {
+    route: 'GET /graphql (the GraphiQL page)',
+    fault: 'the answer throws before anything was sent',
+    provoke: () => headThrows('/graphql', '[page head throws]'),
+    send: () => http('/graphql', { headers: { accept: 'text/html' } }),
+    status: 500,
+    code: 'server_error',
+    logged: true,
+    loggedOnce: '[page head throws]',
+  },
   // The same internal throw in the admission of every operation (the reads budget), on each transport.
   ...(['post', 'get', 'ws', 'sse', 'sse-single'] as const).map((transport): Case => ({
     route: `${transport} operation`,
