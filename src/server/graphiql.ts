@@ -294,9 +294,19 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
       res.end();
       return;
     }
+    // A read that fails once the head is sent (the file cut or removed by a rebuild) rejects the answer: the route logs
+    // it with the request id and ends the connection, so the client sees a cut answer, never a complete-looking one.
     const stream = createReadStream(file);
-    stream.on('error', () => res.destroy());
-    stream.pipe(res);
+    await new Promise<void>((resolve, reject) => {
+      stream.once('error', reject);
+      res.once('finish', resolve);
+      // The client gone: nothing more to read for it.
+      res.once('close', () => {
+        stream.destroy();
+        resolve();
+      });
+      stream.pipe(res);
+    });
   }
 
   // Refusals answer as every plain route does (docs/contract.md, Routes); Node leaves the body out for HEAD.

@@ -4,7 +4,10 @@
 // `server_error`). One case per route × fault. Where only an internal throw reaches a path, the case replaces ONE
 // internal method of the running gateway to throw SECRET (restored after the case), and says why.
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
 import { ServerResponse } from 'node:http';
+import { syncBuiltinESMExports } from 'node:module';
+import { Readable } from 'node:stream';
 import { GraphQLError, type DocumentNode, type OperationDefinitionNode } from 'graphql';
 import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
@@ -51,6 +54,9 @@ afterAll(async () => {
 });
 afterEach(() => {
   vi.restoreAllMocks();
+  // A case that replaced a function of node:fs made the modules that import it by name see it (readFails): they see
+  // the real one again.
+  syncBuiltinESMExports();
 });
 
 const thrown = () => new Error(SECRET);
@@ -114,6 +120,28 @@ const headThrows = (path: string, mark: string) => {
     }
     return (real as (...a: unknown[]) => ServerResponse).apply(this, args);
   } as never);
+};
+
+/**
+ * The first read of a file whose path ends with `name` fails with `marked(mark)` once its first bytes were read (as a
+ * file cut by a rebuild): node:fs's createReadStream replaced, and the modules that import it by name made to see it.
+ */
+const readFails = (name: string, mark: string) => {
+  const real = fs.createReadStream;
+  let failed = false;
+  vi.spyOn(fs, 'createReadStream').mockImplementation(((path: fs.PathLike, options?: unknown) => {
+    if (failed || !String(path).endsWith(name)) return real(path, options as never);
+    failed = true;
+    let started = false;
+    return new Readable({
+      read() {
+        if (started) this.destroy(new Error(marked(mark)));
+        else this.push('/* the first bytes */');
+        started = true;
+      },
+    });
+  }) as never);
+  syncBuiltinESMExports();
 };
 
 /** The agent plans' one read of the pending ones (the approvals page's query and subscription both read it). */
@@ -420,6 +448,25 @@ const CASES: Case[] = [
     code: 'server_error',
     logged: true,
     loggedOnce: '[asset head throws]',
+  },
+  {
+    route: 'GET /graphql/assets/graphiql.css',
+    fault: 'the file cannot be read once the answer began',
+    provoke: () => readFails('graphiql.css', '[asset read fails]'),
+    // The head was written: the connection is ended, so the client sees a cut answer (its head, or nothing, may have
+    // arrived first), never a complete-looking one.
+    send: async () => {
+      const raw = await request(`${gw.url}/graphql/assets/graphiql.css`)
+        .then((res) => res.body.text())
+        .then(
+          (text) => `complete: ${text}`,
+          (err: unknown) => `cut: ${String(err)}`,
+        );
+      expect(raw).toMatch(/^cut: /);
+      return { raw };
+    },
+    logged: true,
+    loggedOnce: '[asset read fails]',
   },
   {
     route: 'GET /graphql (the GraphiQL page)',
