@@ -77,14 +77,22 @@ export class ProvisioningRecords {
     return true;
   }
 
-  async save(p: Provisioning): Promise<void> {
-    await this.rows.update(toRow(p));
+  /**
+   * Stores and announces `p`, a run's next state, only while the row is at `since` (the revision the run last wrote);
+   * false when another call took the provisioning over meanwhile: nothing is written or announced.
+   */
+  async save(p: Provisioning, since: number): Promise<boolean> {
+    if (!(await this.rows.update(toRow(p), since))) return false;
     await this.announce(p);
+    return true;
   }
 
-  /** The heartbeat of a live run: a provisioning touched within the takeover time is not resumed elsewhere. */
-  touch(id: string): Promise<void> {
-    return this.rows.touch(id, this.now());
+  /**
+   * The heartbeat of a live run: a provisioning touched within the takeover time is not resumed elsewhere. Only while
+   * the row is at `revision` (the one the run last wrote); false when another call took it over.
+   */
+  touch(id: string, revision: number): Promise<boolean> {
+    return this.rows.touch(id, revision, this.now());
   }
 
   /**

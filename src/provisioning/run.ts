@@ -1,7 +1,14 @@
 import { ErrorCode, INTERNAL_ERROR_MESSAGE, raisedOnPurpose } from '../errors.js';
 import { logUnexpected, type Logger } from '../logger.js';
 import { upstreamKey } from '../upstream/idempotency.js';
-import { stepIdempotencyKey, type PlannedStep, type Provisioning, type Step, type StepError } from './model.js';
+import {
+  stepIdempotencyKey,
+  terminal,
+  type PlannedStep,
+  type Provisioning,
+  type Step,
+  type StepError,
+} from './model.js';
 import type { ProvisioningRecords } from './records.js';
 
 /**
@@ -32,22 +39,28 @@ export class ProvisioningRunner {
    * has that request's secrets masked where it arrives (src/cloud/client.ts).
    */
   launch(p: Provisioning, plan: PlannedStep[]): void {
-    let touching: Promise<void> = Promise.resolve();
+    const run: RunWrites = { revision: p.revision, ended: false, takenOver: false, queue: Promise.resolve() };
+    let beating = false;
     const heartbeat = setInterval(
       () => {
-        touching = this.records
-          .touch(p.id)
-          .catch((err: unknown) => this.logger.warn({ err, provisioning: p.id }, 'provisioning heartbeat failed'));
+        if (beating) return;
+        beating = true;
+        void this.write(run, async () => {
+          if (run.ended || run.takenOver) return;
+          if (!(await this.records.touch(p.id, run.revision))) this.takenOver(run, p.id);
+        })
+          .catch((err: unknown) => this.logger.warn({ err, provisioning: p.id }, 'provisioning heartbeat failed'))
+          .finally(() => (beating = false));
       },
       Math.max(10, Math.floor(this.staleMs / 3)),
     );
     heartbeat.unref();
-    const work = this.run(p, plan)
+    const work = this.run(run, p, plan)
       .catch((err: unknown) => this.logger.error({ err, provisioning: p.id }, 'provisioning run failed unexpectedly'))
       .finally(async () => {
         clearInterval(heartbeat);
         // A heartbeat already under way ends before the run counts as ended: nothing writes the record after idle().
-        await touching;
+        await run.queue;
         this.running.delete(p.id);
       });
     this.running.set(p.id, work);
@@ -58,9 +71,10 @@ export class ProvisioningRunner {
     await Promise.all([...this.running.values()]);
   }
 
-  private async run(p: Provisioning, plan: PlannedStep[]): Promise<void> {
+  /** Runs the steps; returns early, having written nothing more, once a write finds the row taken over. */
+  private async run(run: RunWrites, p: Provisioning, plan: PlannedStep[]): Promise<void> {
     const ids = new Map<string, string>();
-    let current = p;
+    let current: Provisioning | null = p;
     for (const [i, planned] of plan.entries()) {
       const step = current.steps[i]!;
       if ((step.state === 'DONE' || step.state === 'REUSED') && step.resourceId) {
@@ -70,12 +84,14 @@ export class ProvisioningRunner {
       // Skipped by the run this one resumes: nothing to write again.
       if (planned.skip && step.state === 'SKIPPED') continue;
       if (planned.skip) {
-        current = await this.update(current, i, { state: 'SKIPPED' });
+        current = await this.update(run, current, i, { state: 'SKIPPED' });
+        if (!current) return;
         continue;
       }
       if (planned.reuse) {
         ids.set(planned.name, planned.reuse);
-        current = await this.update(current, i, { state: 'REUSED', resourceId: planned.reuse });
+        current = await this.update(run, current, i, { state: 'REUSED', resourceId: planned.reuse });
+        if (!current) return;
         continue;
       }
       // The step is an ordinary mutation under the caller's scope with key k; the upstream gets
@@ -83,15 +99,18 @@ export class ProvisioningRunner {
       // restart, on another replica) sends every step's same key again. The step's name is the stored one: a resume
       // whose input writes a topic's or a user's name with other spaces around it derives the first call's key.
       const k = stepIdempotencyKey(p, step.name);
-      current = await this.update(current, i, { state: 'RUNNING', idempotencyKey: upstreamKey(p.scope, k) });
+      current = await this.update(run, current, i, { state: 'RUNNING', idempotencyKey: upstreamKey(p.scope, k) });
+      if (!current) return;
+      const before: Provisioning = current;
       try {
         const result = await planned.run!(ids, k);
         ids.set(planned.name, result.result.id);
-        current = await this.update(current, i, {
+        current = await this.update(run, before, i, {
           state: 'DONE',
           resourceId: result.result.id,
           ...(result.publicAddress !== undefined ? { publicAddress: result.publicAddress } : {}),
         });
+        if (!current) return;
       } catch (err) {
         // Kept for the client to read (the provisioning's query and progress events): the error's own words only when
         // the gateway raised it on purpose with a code of the contract; anything else says nothing of its own, and is
@@ -106,19 +125,25 @@ export class ProvisioningRunner {
           : { code: ErrorCode.INTERNAL_SERVER_ERROR, message: INTERNAL_ERROR_MESSAGE, status: null };
         if (!shown)
           logUnexpected(this.logger, err, { provisioning: p.id, step: planned.name }, 'provisioning step failed');
-        current = await this.update(current, i, { state: 'FAILED', error }, { state: 'FAILED', error });
+        await this.update(run, before, i, { state: 'FAILED', error }, { state: 'FAILED', error });
         return;
       }
     }
-    await this.update(current, -1, {}, { state: 'SUCCEEDED' });
+    await this.update(run, current, -1, {}, { state: 'SUCCEEDED' });
   }
 
+  /**
+   * Stores the provisioning with the step at `index` and its top fields changed, as the next revision, and returns it;
+   * null, with nothing written or announced, when the row is no longer at the revision this run last wrote (another
+   * call resumed it meanwhile: this run was taken for abandoned), and then the run stops.
+   */
   private async update(
+    run: RunWrites,
     p: Provisioning,
     index: number,
     step: Partial<Step>,
     top: Partial<Pick<Provisioning, 'state' | 'error'>> = {},
-  ): Promise<Provisioning> {
+  ): Promise<Provisioning | null> {
     const next: Provisioning = {
       ...p,
       ...top,
@@ -126,7 +151,40 @@ export class ProvisioningRunner {
       revision: p.revision + 1,
       updatedAt: new Date(this.now()),
     };
-    await this.records.save(next);
-    return next;
+    await this.write(run, async () => {
+      if (run.takenOver) return;
+      if (!(await this.records.save(next, run.revision))) return this.takenOver(run, p.id);
+      run.revision = next.revision;
+      if (terminal(next.state)) run.ended = true;
+    });
+    return run.takenOver ? null : next;
   }
+
+  /** Runs `write` after the run's writes before it: a heartbeat never touches the row between a save and its end. */
+  private write(run: RunWrites, write: () => Promise<void>): Promise<void> {
+    const done = run.queue.then(write);
+    run.queue = done.catch(() => undefined);
+    return done;
+  }
+
+  private takenOver(run: RunWrites, id: string): void {
+    if (run.takenOver) return;
+    run.takenOver = true;
+    this.logger.warn(
+      { provisioning: id, revision: run.revision },
+      'provisioning taken over by another call with its key while this run paused: this run stops, writing nothing',
+    );
+  }
+}
+
+/** What one run wrote last, and whether it may write on. */
+interface RunWrites {
+  /** The revision this run last wrote (its claim's, then each step's); its writes are conditional on it. */
+  revision: number;
+  /** The run wrote its terminal state: the heartbeat has nothing more to touch. */
+  ended: boolean;
+  /** A write found the row at another revision: another call resumed the provisioning, and this run stops. */
+  takenOver: boolean;
+  /** The run's writes (its saves and heartbeats), one after the other. */
+  queue: Promise<void>;
 }

@@ -20,22 +20,33 @@ export class ProvisioningRows {
     return Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 1;
   }
 
-  async update(row: ProvisioningRow): Promise<void> {
-    await this.db
+  /**
+   * Stores a run's next state, only while the row is at `since` (the revision this run last wrote): false when another
+   * call took the provisioning over meanwhile (its claim wrote a later revision), whose row is left as it is.
+   */
+  async update(row: ProvisioningRow, since: number): Promise<boolean> {
+    const updated = await this.db
       .updateTable('provisionings')
       .set({ state: row.state, steps: row.steps, error: row.error, revision: row.revision, updated_at: row.updated_at })
       .where('id', '=', row.id)
-      .execute();
+      .where('revision', '=', since)
+      .executeTakeFirst();
+    return Number(updated.numUpdatedRows) === 1;
   }
 
-  /** Marks a running provisioning alive (its run's heartbeat). */
-  async touch(id: string, now: number): Promise<void> {
-    await this.db
+  /**
+   * Marks a running provisioning alive (its run's heartbeat), only while it is at `revision` (the one its run last
+   * wrote): false when another call took it over meanwhile.
+   */
+  async touch(id: string, revision: number, now: number): Promise<boolean> {
+    const touched = await this.db
       .updateTable('provisionings')
       .set({ updated_at: now })
       .where('id', '=', id)
+      .where('revision', '=', revision)
       .where('state', '=', 'RUNNING')
-      .execute();
+      .executeTakeFirst();
+    return Number(touched.numUpdatedRows) === 1;
   }
 
   /**
