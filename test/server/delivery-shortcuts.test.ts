@@ -145,19 +145,25 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
       MOBILEID_ISSUER: ISSUER,
       MOBILEID_CLIENT_ID: CLIENT_ID,
     };
-    fast = await startTestGateway({ ...env, TOKEN_ENCRYPTION_KEY: FAST_KEY });
-    plain = await startTestGateway({
-      ...env,
-      TOKEN_ENCRYPTION_KEY: PLAIN_KEY,
-      SUBSCRIPTION_COMPILED_SELECTION: 'false',
-      SUBSCRIPTION_COMPILED_SOURCE: 'false',
-      DELIVERY_CLEAR_FROM_INTAKE: 'false',
-      DELIVERY_COMPLETE_WITH_LAST: 'false',
-      DELIVERY_ONE_WRITE: 'false',
-      DELIVERY_DIRECT_WRITE: 'false',
-      DELIVERY_PAYLOAD_FROM_INTAKE: 'false',
-      MOBILEID_PLAIN_CHECKS: 'false',
-    });
+    // The gateways' clock (testing.clock) reads Date as this test freezes it below: events are stamped on it, so the
+    // reception times agree (the default clock, Date.now as it was at start, would not follow the fake).
+    const clocked = { testing: { clock: () => Date.now() } };
+    fast = await startTestGateway({ ...env, TOKEN_ENCRYPTION_KEY: FAST_KEY }, clocked);
+    plain = await startTestGateway(
+      {
+        ...env,
+        TOKEN_ENCRYPTION_KEY: PLAIN_KEY,
+        SUBSCRIPTION_COMPILED_SELECTION: 'false',
+        SUBSCRIPTION_COMPILED_SOURCE: 'false',
+        DELIVERY_CLEAR_FROM_INTAKE: 'false',
+        DELIVERY_COMPLETE_WITH_LAST: 'false',
+        DELIVERY_ONE_WRITE: 'false',
+        DELIVERY_DIRECT_WRITE: 'false',
+        DELIVERY_PAYLOAD_FROM_INTAKE: 'false',
+        MOBILEID_PLAIN_CHECKS: 'false',
+      },
+      clocked,
+    );
     vi.useFakeTimers({ toFake: ['Date'], now: NOW });
   });
   afterAll(async () => {
