@@ -6,6 +6,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { ENV_VARS } from '../../src/config/index.js';
+import { SHUTDOWN } from '../../src/gateway/options.js';
 import {
   argList,
   dockerignore,
@@ -516,6 +517,28 @@ describe('docker-compose.yml', () => {
     // A named volume is declared at the top level; a bind mount (./x) would not be.
     const topLevelVolumes = compose.split(/^volumes:\s*$/m)[1] ?? '';
     expect(topLevelVolumes).toMatch(new RegExp(`^\\s+${dataMount![1]!.replace(/[.]/g, '\\.')}:`, 'm'));
+  });
+
+  it("gives the gateway's whole shutdown time before Docker kills it (Docker's default is 10 s)", () => {
+    // `docker compose stop` / `down` sends SIGTERM, then SIGKILL after stop_grace_period: the gateway drains requests
+    // for SHUTDOWN.drainMs and exits by SHUTDOWN.exitMs, so a shorter wait cuts requests and upstream calls mid-drain.
+    const grace = lines.map((l) => /^\s*stop_grace_period:\s*"?([\dhms.]+)"?\s*$/.exec(l)?.[1]).find(Boolean);
+    expect(grace, 'the service sets stop_grace_period').toBeDefined();
+    const parts = [...grace!.matchAll(/(\d+(?:\.\d+)?)(h|ms|m|s)/g)];
+    expect(parts.map((m) => m[0]).join(''), `stop_grace_period ${grace} is a duration`).toBe(grace);
+    const unit = { h: 3_600_000, m: 60_000, s: 1_000, ms: 1 } as const;
+    const graceMs = parts.reduce((sum, m) => sum + Number(m[1]) * unit[m[2] as keyof typeof unit], 0);
+    expect(graceMs, `stop_grace_period ${grace}`).toBeGreaterThan(SHUTDOWN.exitMs);
+    // The `docker run` the operations guide shows waits as long (`docker run`'s own default is 10 s too).
+    const runs = [...read('docs/operations.md').matchAll(/`docker build[^`]*&& (docker run [^`]*)`/g)].map(
+      (m) => m[1]!,
+    );
+    expect(runs.length, 'docs/operations.md shows a docker run').toBeGreaterThan(0);
+    for (const run of runs) {
+      const timeout = /--stop-timeout[ =](\d+)\b/.exec(run)?.[1];
+      expect(timeout, `"${run}" sets --stop-timeout`).toBeDefined();
+      expect(Number(timeout) * 1000, run).toBeGreaterThan(SHUTDOWN.exitMs);
+    }
   });
 
   it('names only variables the gateway reads, in its settings and in its commented examples', () => {
