@@ -408,10 +408,10 @@ export class AgentWorkflow {
     if (!claim) {
       // Another call changed the plan since this one read it (on this replica or another): answered as the plan is
       // now. A run under way is EXECUTING, one ended is replayed; those answers claim nothing and send nothing.
-      const now = await this.o.plans.get(plan.id);
-      if (now && !now.expired && ['executing', 'succeeded', 'failed'].includes(now.status))
-        return this.execute(now, op, caller, hooks);
-      const status = !now || now.expired ? 'EXPIRED' : now.status.toUpperCase();
+      const current = await this.o.plans.get(plan.id);
+      if (current && !current.expired && ['executing', 'succeeded', 'failed'].includes(current.status))
+        return this.execute(current, op, caller, hooks);
+      const status = !current || current.expired ? 'EXPIRED' : current.status.toUpperCase();
       return refuse(
         `plan ${plan.id} changed while this call checked it (${status} now: approved again, declined, or its ` +
           'approval spent or lapsed meanwhile); nothing was sent by this call. Call execute_plan again',

@@ -158,7 +158,7 @@ export function buildTransports(
             handle: (req, res) => {
               const served = graphiql.serveAsset(req, res);
               if (served) return served;
-              sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such GraphiQL asset');
+              sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such asset');
             },
           } satisfies Route,
         ]
