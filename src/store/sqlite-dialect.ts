@@ -298,6 +298,8 @@ class GroupCommitSqliteDriver implements Driver {
    * WAL outweighs its parsing (decision 036: no difference).
    */
   private readonly unit: Record<'savepoint' | 'release', BetterSqlite3.Statement>;
+  /** The other drivers of this process on the same file, whose write transactions this one waits for. */
+  private readonly writers: FileWriters;
 
   constructor(
     readonly db: BetterSqlite3.Database,
@@ -307,6 +309,7 @@ class GroupCommitSqliteDriver implements Driver {
     this.syncWal = options.syncWal ?? false;
     this.commitWindowMs = options.commitWindowMs ?? 0;
     this.arrivals = options.arrivals ?? null;
+    this.writers = FileWriters.join(db.name);
     this.checkpointer = options.checkpointInWorker
       ? new WalCheckpointer(db, () => this.group === null && this.owner === null, options.checkpoint)
       : null;
@@ -323,15 +326,14 @@ class GroupCommitSqliteDriver implements Driver {
   async releaseConnection(): Promise<void> {}
 
   async beginTransaction(connection: DatabaseConnection): Promise<void> {
-    while (this.owner || this.checkpointer?.holding) {
-      await (this.owner ? this.ownerDone : this.checkpointer!.released);
-    }
+    while (this.owner || this.writesHeld) await (this.owner ? this.ownerDone : this.writesReleased);
     this.commitGroup();
     try {
       this.db.exec('begin');
     } catch (error) {
       throw sqliteUnavailable(error);
     }
+    this.writers.take(this);
     this.owner = connection as Connection;
     this.ownerDone = new Promise<void>((resolve) => (this.releaseOwner = resolve));
   }
@@ -375,12 +377,14 @@ class GroupCommitSqliteDriver implements Driver {
     this.commitGroup();
     if (this.committed > this.durable && !this.failure) await this.whenDurable(this.committed).catch(() => undefined);
     await this.checkpointer?.close();
+    this.writers.leave();
     if (this.walFd !== null) fs.closeSync(this.walFd);
     this.walFd = null;
     this.db.close();
   }
 
   private endTransaction(): void {
+    this.writers.give(this);
     this.owner = null;
     this.releaseOwner();
     this.checkpointer?.tryRestart();
@@ -405,13 +409,17 @@ class GroupCommitSqliteDriver implements Driver {
     return stmt;
   }
 
-  /** True while new write transactions must wait (the checkpointer is restarting the WAL). */
+  /**
+   * True while new write transactions must wait: the checkpointer is restarting the WAL, or another driver of this
+   * process holds a write transaction on the same file (FileWriters).
+   */
   get writesHeld(): boolean {
-    return this.checkpointer?.holding ?? false;
+    return (this.checkpointer?.holding ?? false) || this.writers.heldFrom(this);
   }
 
   get writesReleased(): Promise<void> {
-    return this.checkpointer?.released ?? Promise.resolve();
+    if (this.checkpointer?.holding) return this.checkpointer.released;
+    return this.writers.heldFrom(this) ? this.writers.released() : Promise.resolve();
   }
 
   /**
@@ -423,6 +431,7 @@ class GroupCommitSqliteDriver implements Driver {
     if (!this.group) {
       if (this.arrivals) this.arrivalsAtOpen = this.arrivals.count;
       this.db.exec('begin immediate');
+      this.writers.take(this);
       this.group = [];
       if (this.commitWindowMs > 0 && this.othersWriting()) setTimeout(this.endOfWindow, this.commitWindowMs);
       else setImmediate(() => this.endOfTurn());
@@ -534,9 +543,11 @@ class GroupCommitSqliteDriver implements Driver {
       } catch {
         // the rollback error adds nothing to the commit error
       }
+      this.writers.give(this);
       for (const w of group) w.reject(sqliteUnavailable(error));
       return;
     }
+    this.writers.give(this);
     this.committed += 1;
     this.checkpointer?.committed();
     this.checkpointer?.tryRestart();
@@ -615,7 +626,67 @@ class GroupCommitSqliteDriver implements Driver {
 
   private fail(group: Waiter[], error: unknown): void {
     this.group = null;
+    this.writers.give(this);
     for (const w of group) w.reject(sqliteUnavailable(error));
+  }
+}
+
+/**
+ * The write transactions of one database file among the drivers of this process. A gateway process runs one store per
+ * DATA_DIR (holdDataDir), but a process may start several gateways on one (tests of a run taken over by another
+ * replica), each with its own connection. SQLite makes a BEGIN that finds the file locked wait out busy_timeout on the
+ * thread itself; in one process that is the thread on which the other connection would commit (its group stays open
+ * across turns while its sync is in flight), so the wait could only end in SQLITE_BUSY. A driver therefore begins a
+ * write transaction only while no other driver of the process holds one on the file, and otherwise waits off the
+ * thread, as for the checkpointer's hold. A file with one driver (every gateway's) costs a comparison per transaction.
+ */
+class FileWriters {
+  private static readonly byFile = new Map<string, FileWriters>();
+  private holder: GroupCommitSqliteDriver | null = null;
+  private drivers = 0;
+  private waiting: Array<() => void> = [];
+
+  private constructor(private readonly file: string | null) {}
+
+  /** The writers of the connection's `file`, however its path is written (each in-memory database is its own). */
+  static join(name: string): FileWriters {
+    let file: string | null = null;
+    try {
+      if (name !== '' && name !== ':memory:') file = fs.realpathSync(name);
+    } catch {
+      // Not a file SQLite made: no other connection opens it by this name.
+    }
+    if (file === null) return new FileWriters(null);
+    let writers = FileWriters.byFile.get(file);
+    if (!writers) FileWriters.byFile.set(file, (writers = new FileWriters(file)));
+    writers.drivers += 1;
+    return writers;
+  }
+
+  /** The driver closed. */
+  leave(): void {
+    if (this.file !== null && --this.drivers === 0) FileWriters.byFile.delete(this.file);
+  }
+
+  /** True while a driver other than `driver` holds a write transaction on the file. */
+  heldFrom(driver: GroupCommitSqliteDriver): boolean {
+    return this.holder !== null && this.holder !== driver;
+  }
+
+  take(driver: GroupCommitSqliteDriver): void {
+    this.holder = driver;
+  }
+
+  /** `driver`'s write transaction ended: the drivers waiting for it go on. */
+  give(driver: GroupCommitSqliteDriver): void {
+    if (this.holder !== driver) return;
+    this.holder = null;
+    if (this.waiting.length > 0) for (const go of this.waiting.splice(0)) go();
+  }
+
+  /** Settles when the write transaction held now ends. */
+  released(): Promise<void> {
+    return new Promise<void>((resolve) => this.waiting.push(resolve));
   }
 }
 
