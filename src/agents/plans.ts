@@ -78,6 +78,11 @@ export interface Claim {
   readonly plan: AgentPlan;
   readonly approval: Approval;
   touchedAt: number;
+  /**
+   * The request that claimed the plan, named on the lines its execution logs: the run goes on when the request's client
+   * leaves before the answer, and an operator finds the call it belongs to by that id.
+   */
+  readonly requestId: string | undefined;
 }
 
 export type ApproveResult =
@@ -456,12 +461,12 @@ export class AgentPlans {
    * this run alone: whatever becomes of it (an unknown outcome, a process that stops mid-run and is taken for lost),
    * the plan runs again only once approved again, under the same idempotency keys.
    */
-  async claim(plan: AgentPlan): Promise<Claim | null> {
+  async claim(plan: AgentPlan, requestId?: string): Promise<Claim | null> {
     const { approval } = plan;
     if (approval === null) return null;
     const now = this.now();
     if (!(await this.rows.claim(plan.id, now, approval.expiresAt))) return null;
-    return { plan, approval, touchedAt: now };
+    return { plan, approval, touchedAt: now, requestId };
   }
 
   /**
@@ -470,6 +475,7 @@ export class AgentPlans {
    */
   async running<T>(claim: Claim, run: () => Promise<T>): Promise<T> {
     const id = claim.plan.id;
+    const { requestId } = claim;
     let touching: Promise<void> | null = null;
     const heartbeat = setInterval(
       () => {
@@ -480,9 +486,10 @@ export class AgentPlans {
           .touch(id, claim.touchedAt, at)
           .then((mine) => {
             if (mine) claim.touchedAt = at;
-            else this.o.logger.warn({ planId: id }, 'agent plan taken over by another execution while it ran');
+            else
+              this.o.logger.warn({ planId: id, requestId }, 'agent plan taken over by another execution while it ran');
           })
-          .catch((err: unknown) => this.o.logger.warn({ err, planId: id }, 'agent plan heartbeat failed'))
+          .catch((err: unknown) => this.o.logger.warn({ err, planId: id, requestId }, 'agent plan heartbeat failed'))
           .finally(() => (touching = null));
       },
       Math.max(10, Math.floor(this.o.takeoverMs / 3)),
@@ -519,7 +526,10 @@ export class AgentPlans {
     const id = claim.plan.id;
     const sealed = this.o.seal(JSON.stringify(outcome ?? null), `agent plan outcome\u0000${id}`);
     if (!(await this.rows.finish(id, status, sealed, claim.touchedAt, this.now()))) {
-      this.o.logger.warn({ planId: id, status }, 'agent plan outcome not stored: another execution took the plan over');
+      this.o.logger.warn(
+        { planId: id, status, requestId: claim.requestId },
+        'agent plan outcome not stored: another execution took the plan over',
+      );
       return false;
     }
     this.changed();
@@ -529,11 +539,18 @@ export class AgentPlans {
   /**
    * One audit event: a log line and a row operators list (agentAudit). A refusal repeating the plan's last event (an
    * agent calling execute_plan again and again) is logged but adds no row: the table grows with what happens, not
-   * with how often an agent asks.
+   * with how often an agent asks. `requestId`: the request the event belongs to, named on the line (an execution's).
    */
-  async audit(planId: string, app: string, actor: string, action: string, detail: string): Promise<void> {
+  async audit(
+    planId: string,
+    app: string,
+    actor: string,
+    action: string,
+    detail: string,
+    requestId?: string,
+  ): Promise<void> {
     const at = this.now();
-    this.o.logger.info({ agentAudit: { planId, app, actor, action, detail } }, `agent plan ${action}`);
+    this.o.logger.info({ agentAudit: { planId, app, actor, action, detail }, requestId }, `agent plan ${action}`);
     if (action === 'refused') {
       const last = await this.rows.lastAudit(planId);
       if (last?.action === action && last.detail === detail) return;

@@ -241,12 +241,15 @@ export class AgentWorkflow {
 
   /**
    * Runs `plan` (of `op`) once: replays its stored outcome, or refuses it (declined, expired, changed, not approved),
-   * or asks the person through `askPerson`, or claims it and sends its stored text through `run`.
+   * or asks the person through `askPerson`, or claims it and sends its stored text through `run`. `requestId`: the
+   * request of the call, named on the execution's log lines (its audit events, its run's heartbeat and outcome): the
+   * run goes on when its client leaves before the answer, and what it logs then is found by that request's id.
    */
   async execute(
     plan: AgentPlan,
     op: PlannableOperation,
     caller: Caller,
+    requestId: string,
     hooks: {
       readonly askPerson: (plan: AgentPlan) => Promise<PersonAnswer>;
       readonly run: (plan: AgentPlan, document: string) => Promise<RunOutcome>;
@@ -260,7 +263,7 @@ export class AgentWorkflow {
     });
     /** A refusal with an audit row (a repeated one adds none: AgentPlans.audit). */
     const refuseAudited = async (detail: string, message: string, details: Record<string, unknown>) => {
-      await this.o.plans.audit(plan.id, plan.app, actor, 'refused', detail);
+      await this.o.plans.audit(plan.id, plan.app, actor, 'refused', detail, requestId);
       return refuse(message, details);
     };
     if (plan.status === 'succeeded' || plan.status === 'failed') {
@@ -270,6 +273,7 @@ export class AgentWorkflow {
         actor,
         'replayed',
         `stored outcome (${plan.status}) replayed; nothing was sent`,
+        requestId,
       );
       return { kind: 'replayed', plan };
     }
@@ -372,6 +376,7 @@ export class AgentWorkflow {
           `a person through ${actor}'s MCP client`,
           'declined',
           'the person declined the plan; nothing was sent',
+          requestId,
         );
         return refuse(`the plan was not approved; nothing was sent`, {
           planId: plan.id,
@@ -404,13 +409,13 @@ export class AgentWorkflow {
     }
 
     // The claim spends the approval: this run is the one it covers, and any later run needs a new one.
-    const claim = await this.o.plans.claim(toClaim);
+    const claim = await this.o.plans.claim(toClaim, requestId);
     if (!claim) {
       // Another call changed the plan since this one read it (on this replica or another): answered as the plan is
       // now. A run under way is EXECUTING, one ended is replayed; those answers claim nothing and send nothing.
       const current = await this.o.plans.get(plan.id);
       if (current && !current.expired && ['executing', 'succeeded', 'failed'].includes(current.status))
-        return this.execute(current, op, caller, hooks);
+        return this.execute(current, op, caller, requestId, hooks);
       const status = !current || current.expired ? 'EXPIRED' : current.status.toUpperCase();
       return refuse(
         `plan ${plan.id} changed while this call checked it (${status} now: approved again, declined, or its ` +
@@ -434,6 +439,7 @@ export class AgentWorkflow {
           ? detail
           : `${detail}; its outcome was not stored: another execution took the plan over (this one was taken for ` +
               "lost), and the plan's outcome is that execution's",
+        requestId,
       );
     };
     let outcome: RunOutcome;
@@ -470,6 +476,7 @@ export class AgentWorkflow {
         actor,
         'refused',
         `the run was refused before anything was sent (${codes}); the plan is as it was (${status})`,
+        requestId,
       );
       const retryAfterSeconds = Math.max(0, ...errors.map((e) => e.retryAfterSeconds ?? 0));
       return refuse(

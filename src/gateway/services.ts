@@ -140,7 +140,6 @@ export async function buildServices(
     db: store.db,
     cloud,
     lookup: cloudLookup,
-    logger,
     events,
     staleMs: config.idempotencyTakeoverMs,
     bounds: config.provisioningBounds,

@@ -21,9 +21,9 @@ export const provisioningResolvers: Resolvers = {
   },
   Mutation: {
     provisionKafkaCluster: async (_p, { input, idempotencyKey }, ctx) =>
-      payload(await ctx.services.provisioning.provisionKafkaCluster(ctx.caller, input, idempotencyKey)),
+      payload(await ctx.services.provisioning.provisionKafkaCluster(ctx.caller, input, idempotencyKey, ctx.logger)),
     provisionVirtualMachine: async (_p, { input, idempotencyKey }, ctx) =>
-      payload(await ctx.services.provisioning.provisionVirtualMachine(ctx.caller, input, idempotencyKey)),
+      payload(await ctx.services.provisioning.provisionVirtualMachine(ctx.caller, input, idempotencyKey, ctx.logger)),
   },
   Subscription: {
     provisioningProgress: {

@@ -22,7 +22,6 @@ export class ProvisioningRunner {
 
   constructor(
     private readonly records: ProvisioningRecords,
-    private readonly logger: Logger,
     /** The takeover time: a live run touches its row every third of it. */
     private readonly staleMs: number,
     /** The gateway's clock: each stored state's updatedAt, which a resuming call judges on it. */
@@ -36,10 +35,18 @@ export class ProvisioningRunner {
 
   /**
    * A refused step's error is stored and streamed as it came: an upstream's refusal that quotes the request it refused
-   * has that request's secrets masked where it arrives (src/cloud/client.ts).
+   * has that request's secrets masked where it arrives (src/cloud/client.ts). `logger`: the logger of the request that
+   * launched the run (a resume: the resuming request's), whose lines name that request's id. The run goes on after
+   * the request's answer, and an operator who reads one of its lines finds the call that started it by that id.
    */
-  launch(p: Provisioning, plan: PlannedStep[]): void {
-    const run: RunWrites = { revision: p.revision, ended: false, takenOver: false, queue: Promise.resolve() };
+  launch(p: Provisioning, plan: PlannedStep[], logger: Logger): void {
+    const run: RunWrites = {
+      revision: p.revision,
+      ended: false,
+      takenOver: false,
+      queue: Promise.resolve(),
+      logger,
+    };
     let beating = false;
     const heartbeat = setInterval(
       () => {
@@ -49,14 +56,16 @@ export class ProvisioningRunner {
           if (run.ended || run.takenOver) return;
           if (!(await this.records.touch(p.id, run.revision))) this.takenOver(run, p.id);
         })
-          .catch((err: unknown) => this.logger.warn({ err, provisioning: p.id }, 'provisioning heartbeat failed'))
+          .catch((err: unknown) => logger.warn({ err, provisioning: p.id }, 'provisioning heartbeat failed'))
           .finally(() => (beating = false));
       },
       Math.max(10, Math.floor(this.staleMs / 3)),
     );
     heartbeat.unref();
     const work = this.run(run, p, plan)
-      .catch((err: unknown) => this.logger.error({ err, provisioning: p.id }, 'provisioning run failed unexpectedly'))
+      .catch((err: unknown) =>
+        logUnexpected(logger, err, { provisioning: p.id }, 'provisioning run failed unexpectedly'),
+      )
       .finally(async () => {
         clearInterval(heartbeat);
         // A heartbeat already under way ends before the run counts as ended: nothing writes the record after idle().
@@ -124,7 +133,7 @@ export class ProvisioningRunner {
             }
           : { code: ErrorCode.INTERNAL_SERVER_ERROR, message: INTERNAL_ERROR_MESSAGE, status: null };
         if (!shown)
-          logUnexpected(this.logger, err, { provisioning: p.id, step: planned.name }, 'provisioning step failed');
+          logUnexpected(run.logger, err, { provisioning: p.id, step: planned.name }, 'provisioning step failed');
         await this.update(run, before, i, { state: 'FAILED', error }, { state: 'FAILED', error });
         return;
       }
@@ -170,7 +179,7 @@ export class ProvisioningRunner {
   private takenOver(run: RunWrites, id: string): void {
     if (run.takenOver) return;
     run.takenOver = true;
-    this.logger.warn(
+    run.logger.warn(
       { provisioning: id, revision: run.revision },
       'provisioning taken over by another call with its key while this run paused: this run stops, writing nothing',
     );
@@ -187,4 +196,6 @@ interface RunWrites {
   takenOver: boolean;
   /** The run's writes (its saves and heartbeats), one after the other. */
   queue: Promise<void>;
+  /** The logger of the request that launched this run: each of the run's lines names that request's id. */
+  readonly logger: Logger;
 }

@@ -151,7 +151,6 @@ export interface ProvisioningOptions {
   cloud: CloudService;
   /** The ledger, read through the owner rule of every cloud read (src/auth/tenancy.ts). */
   lookup: (id: string) => Promise<LedgerRecord | null>;
-  logger: Logger;
   events: Events;
   /**
    * A RUNNING provisioning not touched for this long belongs to a replica that died; a new call with its
@@ -217,19 +216,26 @@ export class ProvisioningService {
       address: { read: (response) => cloud.addressOf({ response }), lookedFor: cloud.describeShapes().address },
     };
     this.records = new ProvisioningRecords(new ProvisioningRows(options.db), options.events, this.now);
-    this.runner = new ProvisioningRunner(this.records, options.logger, this.staleMs, this.now);
+    this.runner = new ProvisioningRunner(this.records, this.staleMs, this.now);
   }
 
+  /**
+   * `logger`: the request's, whose lines name its id: the run this call launches (or resumes) goes on after the answer,
+   * and logs with it (ProvisioningRunner.launch).
+   */
   async provisionKafkaCluster(
     caller: Caller,
     input: ProvisionKafkaClusterInput,
-    key?: string | null,
+    key: string | null | undefined,
+    logger: Logger,
   ): Promise<ProvisionResult> {
     checkBounds(input, this.bounds);
     v.checkTexts('input', input);
     for (const check of shapeChecks(input, true)) check();
     const sent = await this.precheck(caller, input, (env) => this.kafkaClusterSteps(caller, input, env));
-    return this.start(caller, 'KAFKA_CLUSTER', input, sent, key, () => this.kafkaClusterSteps(caller, input, this.env));
+    return this.start(caller, 'KAFKA_CLUSTER', input, sent, key, logger, () =>
+      this.kafkaClusterSteps(caller, input, this.env),
+    );
   }
 
   /**
@@ -320,16 +326,18 @@ export class ProvisioningService {
     ];
   }
 
+  /** As provisionKafkaCluster: `logger` is the request's, which the run logs with. */
   async provisionVirtualMachine(
     caller: Caller,
     input: ProvisionVirtualMachineInput,
-    key?: string | null,
+    key: string | null | undefined,
+    logger: Logger,
   ): Promise<ProvisionResult> {
     checkBounds(input, this.bounds);
     v.checkTexts('input', input);
     for (const check of shapeChecks(input, false)) check();
     const sent = await this.precheck(caller, input, (env) => this.virtualMachineSteps(caller, input, env));
-    return this.start(caller, 'VIRTUAL_MACHINE', input, sent, key, () =>
+    return this.start(caller, 'VIRTUAL_MACHINE', input, sent, key, logger, () =>
       this.virtualMachineSteps(caller, input, this.env),
     );
   }
@@ -411,6 +419,7 @@ export class ProvisioningService {
     input: unknown,
     sent: unknown[],
     givenKey: string | null | undefined,
+    logger: Logger,
     plan: () => PlannedStep[],
   ): Promise<ProvisionResult> {
     const key = givenKey ?? randomUUID();
@@ -487,9 +496,9 @@ export class ProvisioningService {
       // The resume's claim lost: the provisioning as the call that won left it (resumed: RUNNING, its failed steps
       // PENDING again), not the FAILED one this call read. The insert lost: the winner's.
       if (existing) return answer((await this.records.read(id)) ?? existing, true);
-      return this.start(caller, kind, input, sent, key, plan);
+      return this.start(caller, kind, input, sent, key, logger, plan);
     }
-    this.runner.launch(run, steps);
+    this.runner.launch(run, steps, logger);
     return answer(run, false);
   }
 

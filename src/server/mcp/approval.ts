@@ -169,7 +169,7 @@ export class Approvals {
       return toolError(refused.message, { code: 'FORBIDDEN', ...(refused.scope ? { scope: refused.scope } : {}) });
 
     let outcome: CallToolResult | undefined;
-    const execution = await this.workflow.execute(plan, tool, caller, {
+    const execution = await this.workflow.execute(plan, tool, caller, call.requestId, {
       askPerson: (p) => this.elicited(p, call),
       run: async (p, document) => {
         // The plan's stored text and variables, which the trusted documents admitted when it was made. What the run
