@@ -10,7 +10,7 @@ import {
   type JWSHeaderParameters,
 } from 'jose';
 
-import { INTERNAL_ERROR_MESSAGE, shownUrl } from '../errors.js';
+import { ConfigError, INTERNAL_ERROR_MESSAGE, shownUrl } from '../errors.js';
 import { logUnexpected, type Logger } from '../logger.js';
 import { JsonFileError, readJsonFile } from './json-file.js';
 
@@ -153,18 +153,35 @@ export function usableKeys(jwks: JSONWebKeySet): { usable: JSONWebKeySet; unusab
   for (const key of jwks.keys as unknown[]) {
     const jwk = (key && typeof key === 'object' ? key : {}) as Record<string, unknown>;
     const kid = typeof jwk.kid === 'string' ? jwk.kid : undefined;
-    const why = unusableBecause(jwk);
+    const why = notForSigning(jwk) === null ? unusableBecause(jwk) : null;
     if (why === null) usable.push(jwk as JSONWebKeySet['keys'][number]);
     else unusable.push({ kid, reason: why });
   }
   return { usable: { keys: usable }, unusable };
 }
 
+/** Why a JWK is no signing key (`use` other than "sig", `key_ops` without "verify"), or null when it may be one. */
+function notForSigning(jwk: Record<string, unknown>): string | null {
+  const { use, key_ops: keyOps } = jwk;
+  if (use !== undefined && use !== 'sig') return `its use ${quoted(use)} is not "sig": it is no signing key`;
+  if (Array.isArray(keyOps) && !keyOps.includes('verify'))
+    return `its key_ops ${quoted(JSON.stringify(keyOps))} lack "verify": it is no signing key`;
+  return null;
+}
+
+/**
+ * base64url, as RFC 7518 writes a key's numbers (padding tolerated). Node decodes any other text leniently, into
+ * another number: a mangled modulus would read as "an RSA key of 72 bits" rather than as the typing mistake it is.
+ */
+const BASE64URL = /^[A-Za-z0-9_-]+={0,2}$/;
+
+/** The members each key type must hold as base64url numbers (RFC 7518 §6.2.1, §6.3.1; RFC 8037 §2). */
+const NUMBER_MEMBERS: Record<string, readonly string[]> = { RSA: ['n', 'e'], EC: ['x', 'y'], OKP: ['x'] };
+
+/** Why a signing key (a JWK with a kty) cannot verify, in words apps and the operator may read; null when it can. */
 function unusableBecause(jwk: Record<string, unknown>): string | null {
-  const { kty, crv, alg, use } = jwk;
+  const { kty, crv, alg } = jwk;
   if (typeof kty !== 'string') return 'it is not a JWK (an object with a "kty")';
-  const keyOps = jwk.key_ops;
-  if ((use !== undefined && use !== 'sig') || (Array.isArray(keyOps) && !keyOps.includes('verify'))) return null;
   const secret = SECRET_MEMBERS.find((m) => m in jwk);
   if (secret !== undefined)
     return `it holds a private or secret key (member "${secret}"): a JWKS publishes public keys`;
@@ -175,6 +192,9 @@ function unusableBecause(jwk: Record<string, unknown>): string | null {
     return `its crv ${quoted(crv)} is no curve the gateway verifies with (${kty === 'EC' ? 'P-256, P-384, P-521' : 'Ed25519'})`;
   if (alg !== undefined && !algorithms.includes(alg as string))
     return `its alg ${quoted(alg)} is not an algorithm of its key type (${algorithms.join(', ')})`;
+  const malformed = NUMBER_MEMBERS[kty]!.find((m) => typeof jwk[m] !== 'string' || !BASE64URL.test(jwk[m]));
+  if (malformed !== undefined)
+    return jwk[malformed] === undefined ? `it lacks its "${malformed}"` : `its "${malformed}" is not base64url`;
   let bits: number | undefined;
   try {
     bits = createPublicKey({ key: jwk as JsonWebKey, format: 'jwk' }).asymmetricKeyDetails?.modulusLength;
@@ -223,18 +243,70 @@ const SECRET_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
 /** jose verifies RS* and PS* signatures only with an RSA key of at least this many bits. */
 const MIN_RSA_BITS = 2048;
 
+/** A key of a JWKS file that tokens are not verified with: where it is, its kid, and why. */
+interface PassedOverKey {
+  readonly index: number;
+  readonly kid: string | undefined;
+  readonly line: number;
+  readonly reason: string;
+}
+
+/** A JWKS file as read: the keys tokens are verified with, and a warning of the keys passed over. */
+export interface JwksFile {
+  /** The file's signing keys the gateway verifies with: at least one. */
+  readonly jwks: JSONWebKeySet;
+  /**
+   * Logs the keys passed over in one warning, naming the variable, the file, and each key's kid, line and reason
+   * (nothing when there are none). Called when these keys come into force (at start, by the reload that swaps them
+   * in), so that a read a reload refuses, or reads again, warns of nothing.
+   */
+  warn(logger: Logger | undefined): void;
+}
+
+/** Keys passed over, in the words of a refusal and of a warning: `keys[2] (kid "a", line 14): its crv …`. */
+function passedOverWords(keys: readonly PassedOverKey[]): string {
+  return keys
+    .map(
+      (k) =>
+        `keys[${k.index}] (${k.kid === undefined ? 'no kid' : `kid ${quoted(k.kid)}`}, line ${k.line}): ${k.reason}`,
+    )
+    .join('; ');
+}
+
 /**
- * Reads a JWKS file: a JSON object whose `keys` is an array of public keys, each an object with a `kty`; an RSA, EC or
- * OKP key must be one Node can import, and an RSA key one jose verifies with. Throws a JsonFileError naming the file
- * and the line of the first problem, never a member's value. A private or symmetric key is refused rather than
- * ignored: the file was meant to hold none, and a key that cannot verify would only fail each token later.
+ * Reads the JWKS file a variable names (AUTH_JWKS_FILE, an AUTH_ISSUERS entry's jwksFile, MOBILEID_JWKS_FILE), at
+ * start and on each reload: the one reading of the three. Throws a ConfigError naming the variable, the file and the
+ * line of the first problem, never a member's value, for a file that is no JWKS (unreadable, not JSON, no "keys"
+ * array, an entry that is no JWK), that holds a secret (a private or symmetric key: the file was meant to hold none,
+ * and the secret is the one to move), or two keys a token of one kid would both match; and for a file with no key the
+ * gateway can verify signatures with, listing each key's kid, line and reason. A key it cannot verify with beside
+ * usable ones (a key type, curve, alg or use it does not verify with, malformed numbers, an RSA key under 2048 bits)
+ * is passed over, as in a fetched JWKS (usableKeys), and `warn` names it: a provider's published set often holds an
+ * encryption key, or a key for other relying parties, that the operator copies with the rest.
  */
-export function readJwksFile(file: string): JSONWebKeySet {
+export function readJwksFile(variable: string, file: string): JwksFile {
+  try {
+    return jwksFileOf(file, variable);
+  } catch (err) {
+    if (err instanceof JsonFileError) throw ConfigError.ofFile(variable, err);
+    throw err;
+  }
+}
+
+function jwksFileOf(file: string, variable: string): JwksFile {
   const json = readJsonFile(file, JWKS_MAX_BYTES);
   const jwks = json.value as { keys?: unknown } | null;
   if (!jwks || typeof jwks !== 'object' || Array.isArray(jwks) || !Array.isArray(jwks.keys)) {
     throw new JsonFileError(file, json.lineOf(['keys']), 'is not a JWKS (an object with a "keys" array)');
   }
+  if (jwks.keys.length === 0)
+    throw new JsonFileError(
+      file,
+      json.lineOf(['keys']),
+      `holds no key ("keys" is empty): a JWKS file needs at least one public key the gateway can verify signatures with (${KEY_KINDS})`,
+    );
+  const usable: JSONWebKeySet['keys'] = [];
+  const passedOver: PassedOverKey[] = [];
   /** Per kid, kty and curve, the keys a token of that kid could match: jose refuses a token that two keys match. */
   const byKid = new Map<string, { index: number; alg: unknown }[]>();
   jwks.keys.forEach((key: unknown, i) => {
@@ -242,7 +314,7 @@ export function readJwksFile(file: string): JSONWebKeySet {
       new JsonFileError(file, json.lineOf(member === undefined ? ['keys', i] : ['keys', i, member]), reason);
     if (!key || typeof key !== 'object' || typeof (key as { kty?: unknown }).kty !== 'string')
       throw refuse(`keys[${i}] is not a JWK (an object with a "kty")`);
-    const jwk = key as JsonWebKey & { kty: string };
+    const jwk = key as Record<string, unknown> & { kty: string };
     if (jwk.kty === 'oct')
       throw refuse(
         `keys[${i}] is a symmetric key (kty "oct"): a JWKS file holds public keys only, and JWTs are verified with asymmetric signatures only; remove it`,
@@ -253,29 +325,49 @@ export function readJwksFile(file: string): JSONWebKeySet {
         `keys[${i}] holds a private key (member "${secret}"): a JWKS file holds public keys only; publish the public half (without d, p, q, dp, dq, qi) and keep the private key away from the gateway`,
         secret,
       );
-    const { kid, use, alg, crv } = jwk as { kid?: unknown; use?: unknown; alg?: unknown; crv?: unknown };
+    const { kid, use, alg, crv } = jwk;
     if (typeof kid === 'string' && (use === undefined || use === 'sig')) {
       const same = `${kid}\u0000${jwk.kty}\u0000${String(crv)}`;
       const earlier = byKid.get(same) ?? [];
       const twin = earlier.find((k) => k.alg === undefined || alg === undefined || k.alg === alg);
       if (twin !== undefined)
         throw refuse(
-          `keys[${i}] has the kid ${JSON.stringify(kid.length > 64 ? `${kid.slice(0, 64)}…` : kid)} of keys[${twin.index}] (line ${json.lineOf(['keys', twin.index, 'kid'])}): a token of that kid would match both and be refused; give each key its own kid`,
+          `keys[${i}] has the kid ${quoted(kid)} of keys[${twin.index}] (line ${json.lineOf(['keys', twin.index, 'kid'])}): a token of that kid would match both and be refused; give each key its own kid`,
           'kid',
         );
       byKid.set(same, [...earlier, { index: i, alg }]);
     }
-    if (!['RSA', 'EC', 'OKP'].includes(jwk.kty)) return;
-    let bits: number | undefined;
-    try {
-      bits = createPublicKey({ key: jwk, format: 'jwk' }).asymmetricKeyDetails?.modulusLength;
-    } catch (err) {
-      throw refuse(`keys[${i}] is not a usable ${jwk.kty} public key: ${(err as Error).message}`);
-    }
-    if (jwk.kty === 'RSA' && bits !== undefined && bits < MIN_RSA_BITS)
-      throw refuse(
-        `keys[${i}] is an RSA key of ${bits} bits: signatures are verified only with keys of ${MIN_RSA_BITS} bits or more`,
-      );
+    const why = notForSigning(jwk) ?? unusableBecause(jwk);
+    if (why === null) usable.push(jwk as JSONWebKeySet['keys'][number]);
+    else
+      passedOver.push({
+        index: i,
+        kid: typeof kid === 'string' ? kid : undefined,
+        line: json.lineOf(['keys', i]),
+        reason: why,
+      });
   });
-  return jwks as JSONWebKeySet;
+  if (usable.length === 0)
+    throw new JsonFileError(
+      file,
+      passedOver[0]!.line,
+      `holds no key the gateway can verify signatures with: ${passedOverWords(passedOver)}`,
+    );
+  return {
+    jwks: { keys: usable },
+    warn(logger) {
+      if (passedOver.length === 0 || logger === undefined) return;
+      logger.warn(
+        {
+          variable,
+          file,
+          passedOver: passedOver.map(({ kid, line, reason }) => ({ kid: kid ?? null, line, reason })),
+        },
+        `${variable}: ${file} holds keys the gateway cannot verify signatures with: they are passed over (a token or id_token that names one's kid is refused), the file's other keys are in force: ${passedOverWords(passedOver)}`,
+      );
+    },
+  };
 }
+
+/** The keys the gateway verifies signatures with, in a refusal's words. */
+const KEY_KINDS = 'RSA of 2048 bits or more, EC on P-256, P-384 or P-521, or Ed25519';

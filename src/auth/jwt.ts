@@ -12,7 +12,7 @@ import {
 } from 'jose';
 import { LRUCache } from 'lru-cache';
 
-import { ConfigError, shownUrl } from '../errors.js';
+import { shownUrl } from '../errors.js';
 import { logUnexpected, type Logger } from '../logger.js';
 import {
   APP_NAME,
@@ -25,7 +25,6 @@ import {
   type Caller,
   type Scope,
 } from './caller.js';
-import { JsonFileError } from './json-file.js';
 import {
   ASYMMETRIC_ALGORITHMS,
   fetchJwks,
@@ -35,6 +34,7 @@ import {
   shownKid,
   unusableKeyOf,
   usableKeys,
+  type JwksFile,
   type UnusableKey,
 } from './jwks-fetch.js';
 import type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from './jwt-config.js';
@@ -99,20 +99,26 @@ export class JwksKeys {
   private unusable: readonly UnusableKey[] = [];
   /** The JWKS URL, or null for a file. */
   readonly url: string | null;
+  /** The file's keys as read (those passed over among them), or null for a URL. */
+  private readonly file: JwksFile | null = null;
 
   constructor(private readonly options: JwksKeysOptions) {
     const source = options.source;
     if ('file' in source) {
       this.url = null;
-      try {
-        this.local = createLocalJWKSet(readJwksFile(source.file));
-      } catch (err) {
-        if (err instanceof JsonFileError) throw ConfigError.ofFile(options.variable ?? 'AUTH_JWKS_FILE', err);
-        throw err;
-      }
+      this.file = readJwksFile(options.variable ?? 'AUTH_JWKS_FILE', source.file);
+      this.local = createLocalJWKSet(this.file.jwks);
     } else {
       this.url = source.url;
     }
+  }
+
+  /**
+   * Logs, once, the keys of its file that are passed over (jwks-fetch.ts readJwksFile): called when these keys come
+   * into force, at start or by the reload that swaps them in. A URL's unusable keys are logged at each fetch.
+   */
+  inForce(): void {
+    this.file?.warn(this.options.logger);
   }
 
   /** False once the keys are older than the refresh interval: the next token's verification fetches them again. */

@@ -627,7 +627,7 @@ const VARS = {
   ),
   MOBILEID_JWKS_FILE: declare(
     optionalString,
-    'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL; read at start and again on a reload (SIGHUP, POST /admin/reload). At most 1 MiB: a larger file is refused unparsed.',
+    "A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL; read at start and again on a reload (SIGHUP, POST /admin/reload). At most 1 MiB: a larger file is refused unparsed. A file with no key the gateway can verify signatures with is refused naming each key's kid and why; a key it cannot verify with beside usable ones is passed over with one warning (see JWKS files above).",
     '(unset)',
     'reloadable',
   ),
@@ -692,7 +692,7 @@ const VARS = {
   ),
   AUTH_JWKS_FILE: declare(
     optionalString,
-    "The identity provider's JWKS as a local JSON file, instead of AUTH_JWKS_URL (read at start and again on a reload: SIGHUP, POST /admin/reload). At most 1 MiB: a larger file is refused unparsed.",
+    "The identity provider's JWKS as a local JSON file, instead of AUTH_JWKS_URL (read at start and again on a reload: SIGHUP, POST /admin/reload). At most 1 MiB: a larger file is refused unparsed. A file with no key the gateway can verify signatures with is refused naming each key's kid and why; a key it cannot verify with beside usable ones is passed over with one warning (see JWKS files above).",
     '(unset)',
     'reloadable',
   ),
@@ -747,7 +747,7 @@ const VARS = {
   ),
   AUTH_ISSUERS: declare(
     optionalString,
-    'A JSON or YAML file of several identity providers, each with its issuer, JWKS (jwksUrl, or jwksFile of at most 1 MiB), audience, app claim, scope claims and apps (see docs/apps-and-security.md); a token is checked against the entry of its own iss only. Instead of AUTH_JWKS_URL, AUTH_ISSUER, AUTH_AUDIENCE, AUTH_APP_CLAIM, AUTH_APPS and AUTH_OPERATOR_APPS; read again on a reload (SIGHUP, POST /admin/reload).',
+    'A JSON or YAML file of several identity providers, each with its issuer, JWKS (jwksUrl, or jwksFile of at most 1 MiB, read as AUTH_JWKS_FILE is), audience, app claim, scope claims and apps (see docs/apps-and-security.md); a token is checked against the entry of its own iss only. Instead of AUTH_JWKS_URL, AUTH_ISSUER, AUTH_AUDIENCE, AUTH_APP_CLAIM, AUTH_APPS and AUTH_OPERATOR_APPS; read again on a reload (SIGHUP, POST /admin/reload).',
     '(unset: one provider from the AUTH_* variables, or none)',
     'reloadable',
   ),

@@ -263,9 +263,13 @@ export class LiveConfiguration {
     });
   }
 
+  /** The providers' keys from now on (at start, or swapped in by a reload): a file's keys passed over are logged now. */
   private keysInUse(keys: readonly JwksKeys[]): void {
     this.keysByUrl = new Map(keys.flatMap((k) => (k.url === null ? [] : [[k.url, k] as const])));
-    for (const k of keys) if (k.url !== null) void k.refresh();
+    for (const k of keys) {
+      k.inForce();
+      if (k.url !== null) void k.refresh();
+    }
   }
 
   private authOf(

@@ -2,18 +2,10 @@
 // (signature, iss, aud, exp as in OpenID Connect Core §3.1.3.7, plus the auth_req_id claim and at_hash),
 // tolerant of absent optional claims unless strict (docs/decisions/016-id-token-checks-and-quarantine.md).
 import { createHash } from 'node:crypto';
-import {
-  createLocalJWKSet,
-  errors,
-  jwtVerify,
-  type FlattenedJWSInput,
-  type JSONWebKeySet,
-  type JWSHeaderParameters,
-} from 'jose';
+import { createLocalJWKSet, errors, jwtVerify, type FlattenedJWSInput, type JWSHeaderParameters } from 'jose';
 
-import { JsonFileError } from '../auth/json-file.js';
 import { ASYMMETRIC_ALGORITHMS, readJwksFile } from '../auth/jwks-fetch.js';
-import { ConfigError, INTERNAL_ERROR_MESSAGE, shownUrl } from '../errors.js';
+import { INTERNAL_ERROR_MESSAGE, shownUrl } from '../errors.js';
 import { logUnexpected, type Logger } from '../logger.js';
 import { JwksUnavailableError, RemoteJwks } from './jwks.js';
 import { isCompactJwe } from './wire.js';
@@ -167,20 +159,11 @@ export interface VerifierOptions {
  */
 const UNEXPECTED_DESCRIPTION = `the id_token could not be verified: ${INTERNAL_ERROR_MESSAGE}`;
 
-/** MOBILEID_JWKS_FILE's keys; a bad file throws an Error naming the variable, the file and the line. */
-function readKeysFile(file: string): JSONWebKeySet {
-  try {
-    return readJwksFile(file);
-  } catch (err) {
-    if (err instanceof JsonFileError) throw ConfigError.ofFile('MOBILEID_JWKS_FILE', err);
-    throw err;
-  }
-}
-
 /**
  * A JWKS from MOBILEID_JWKS_URL (fetched, cached, re-fetched on an unknown kid, and while it is down tried again on
  * one backoff schedule: src/mobile-id/jwks.ts) or MOBILEID_JWKS_FILE (read at start; `reload` reads it again and
- * returns the swap, or throws).
+ * returns the swap, or throws a ConfigError naming the variable, the file and the line: src/auth/jwks-fetch.ts
+ * readJwksFile). The file's keys passed over are logged when its keys come into force: at start, and by the swap.
  */
 export function configuredKeys(
   options: { jwksUrl?: string | undefined; jwksFile?: string | undefined },
@@ -188,14 +171,20 @@ export function configuredKeys(
 ): VerifierOptions['keys'] {
   if (options.jwksFile) {
     const file = options.jwksFile;
+    const read = readJwksFile('MOBILEID_JWKS_FILE', file);
+    read.warn(deps.logger);
     // Read again by each reload (docs/decisions/057): a check in flight keeps the key set it looked its key up in.
-    let get = createLocalJWKSet(readKeysFile(file));
+    let get = createLocalJWKSet(read.jwks);
     return {
       source: file,
       get: (header, token) => get(header, token),
       reload: () => {
-        const next = createLocalJWKSet(readKeysFile(file));
-        return () => (get = next);
+        const again = readJwksFile('MOBILEID_JWKS_FILE', file);
+        const next = createLocalJWKSet(again.jwks);
+        return () => {
+          get = next;
+          again.warn(deps.logger);
+        };
       },
     };
   }
