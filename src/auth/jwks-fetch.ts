@@ -180,6 +180,14 @@ const NUMBER_MEMBERS: Record<string, readonly string[]> = { RSA: ['n', 'e'], EC:
 
 /** Why a signing key (a JWK with a kty) cannot verify, in words apps and the operator may read; null when it can. */
 function unusableBecause(jwk: Record<string, unknown>): string | null {
+  return unsupportedBecause(jwk) ?? malformedBecause(jwk);
+}
+
+/**
+ * Why a signing key is of a kind the gateway does not verify with (a key type, curve or alg), or holds a secret; null
+ * when it is of a kind it does.
+ */
+function unsupportedBecause(jwk: Record<string, unknown>): string | null {
   const { kty, crv, alg } = jwk;
   if (typeof kty !== 'string') return 'it is not a JWK (an object with a "kty")';
   const secret = SECRET_MEMBERS.find((m) => m in jwk);
@@ -192,6 +200,12 @@ function unusableBecause(jwk: Record<string, unknown>): string | null {
     return `its crv ${quoted(crv)} is no curve the gateway verifies with (${kty === 'EC' ? 'P-256, P-384, P-521' : 'Ed25519'})`;
   if (alg !== undefined && !algorithms.includes(alg as string))
     return `its alg ${quoted(alg)} is not an algorithm of its key type (${algorithms.join(', ')})`;
+  return null;
+}
+
+/** Why a key of a kind the gateway verifies with cannot be used: its numbers are missing or malformed, or too small. */
+function malformedBecause(jwk: Record<string, unknown>): string | null {
+  const kty = jwk.kty as string;
   const malformed = NUMBER_MEMBERS[kty]!.find((m) => typeof jwk[m] !== 'string' || !BASE64URL.test(jwk[m]));
   if (malformed !== undefined)
     return jwk[malformed] === undefined ? `it lacks its "${malformed}"` : `its "${malformed}" is not base64url`;
@@ -278,11 +292,12 @@ function passedOverWords(keys: readonly PassedOverKey[]): string {
  * start and on each reload: the one reading of the three. Throws a ConfigError naming the variable, the file and the
  * line of the first problem, never a member's value, for a file that is no JWKS (unreadable, not JSON, no "keys"
  * array, an entry that is no JWK), that holds a secret (a private or symmetric key: the file was meant to hold none,
- * and the secret is the one to move), or two keys a token of one kid would both match; and for a file with no key the
- * gateway can verify signatures with, listing each key's kid, line and reason. A key it cannot verify with beside
- * usable ones (a key type, curve, alg or use it does not verify with, malformed numbers, an RSA key under 2048 bits)
- * is passed over, as in a fetched JWKS (usableKeys), and `warn` names it: a provider's published set often holds an
- * encryption key, or a key for other relying parties, that the operator copies with the rest.
+ * and the secret is the one to move), two keys a token of one kid would both match, or a key of a kind the gateway
+ * verifies with that cannot be used (its numbers missing or not base64url, an RSA key under 2048 bits: a typing
+ * mistake to mend); and for a file with no key the gateway can verify signatures with, listing each key's kid, line
+ * and reason. A key of another kind beside usable ones (a key type, curve, alg or use the gateway does not verify
+ * with) is passed over, as in a fetched JWKS (usableKeys), and `warn` names it: a provider's published set often holds
+ * an encryption key, or a key for other relying parties, that the operator copies with the rest.
  */
 export function readJwksFile(variable: string, file: string): JwksFile {
   try {
@@ -337,9 +352,14 @@ function jwksFileOf(file: string, variable: string): JwksFile {
         );
       byKid.set(same, [...earlier, { index: i, alg }]);
     }
-    const why = notForSigning(jwk) ?? unusableBecause(jwk);
-    if (why === null) usable.push(jwk as JSONWebKeySet['keys'][number]);
-    else
+    const why = notForSigning(jwk) ?? unsupportedBecause(jwk);
+    if (why === null) {
+      // A key of a kind the gateway verifies with is one the file means to be used: a typing mistake in it (a
+      // mangled modulus, a key cut short) is the file's error, refused, not passed over as a key meant for another.
+      const malformed = malformedBecause(jwk);
+      if (malformed !== null) throw refuse(`keys[${i}] cannot be used: ${malformed}; mend it or remove it`);
+      usable.push(jwk as JSONWebKeySet['keys'][number]);
+    } else
       passedOver.push({
         index: i,
         kid: typeof kid === 'string' ? kid : undefined,

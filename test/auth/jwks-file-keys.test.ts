@@ -1,8 +1,9 @@
 // A JWKS file (AUTH_JWKS_FILE, an AUTH_ISSUERS entry's jwksFile, MOBILEID_JWKS_FILE) whose keys the gateway cannot
-// verify signatures with: a key of a type, curve, alg or use it does not verify with, or whose material is malformed.
-// With no usable key at all (or none at all) the file stops start-up, and a reload refuses it keeping the keys in
-// force, in the same words: the variable, the file, and each key's kid and why. Beside usable keys, such keys are
-// passed over with one warning per read that names each of them. Real gateways; the files are rewritten between steps.
+// verify signatures with: a key of a type, curve, alg or use it does not verify with. With no usable key at all (or
+// none at all) the file stops start-up, and a reload refuses it keeping the keys in force, in the same words: the
+// variable, the file, and each key's kid and why. Beside usable keys, such keys are passed over with one warning per
+// read that names each of them. A key of a kind it verifies with whose numbers are malformed is the file's mistake,
+// refused wherever it stands. Real gateways; the files are rewritten between steps.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -43,10 +44,6 @@ const UNUSABLE: Array<{ jwk: Record<string, unknown>; reason: string }> = [
   {
     jwk: rsa((k) => ({ ...k, kid: 'k-enc', use: 'enc', alg: 'RSA-OAEP' })),
     reason: 'its use "enc" is not "sig": it is no signing key',
-  },
-  {
-    jwk: rsa((k) => ({ ...k, kid: 'k-modulus', n: '!!not-base64url!!' })),
-    reason: 'its "n" is not base64url',
   },
   { jwk: { kty: 'XYZ', kid: 'k-type', use: 'sig' }, reason: 'its kty "XYZ" is no key type the gateway verifies with' },
 ];
@@ -201,8 +198,21 @@ describe('a JWKS file with no key the gateway can verify signatures with', () =>
       },
       /keys\[1\] holds a private key \(member "d"\)/,
     ],
+    [
+      'a key whose modulus is not base64url',
+      async () => rsa((k) => ({ ...k, kid: 'k-modulus', n: '!!not-base64url!!' })),
+      /keys\[1\] cannot be used: its "n" is not base64url; mend it or remove it/,
+    ],
+    [
+      'an RSA key of 1024 bits',
+      async () => ({
+        ...generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' }),
+        kid: 'short',
+      }),
+      /keys\[1\] cannot be used: it is an RSA key of 1024 bits/,
+    ],
   ] as const)(
-    '%s beside usable keys still stops start-up: a JWKS file holds public keys only',
+    '%s beside usable keys still stops start-up: a secret or a key to mend is the file’s mistake',
     async (_what, make, said) => {
       const good = await signingKey('good');
       const { started } = await start(VARIABLES[2]!, [good.publicJwk, await make()]);
