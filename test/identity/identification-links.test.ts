@@ -62,6 +62,7 @@ describe('identification links against the sandbox', () => {
         redirectUrl: 'https://app.example/done',
       },
     });
+    const after = Date.now();
     expect(res.errors).toBeUndefined();
     const payload = res.data!.createIdentification;
 
@@ -96,9 +97,10 @@ describe('identification links against the sandbox', () => {
       expired: false,
     });
     expect(payload.replayed).toBe(false);
-    const expiresIn = Date.parse(link.expiresAt) - before;
-    expect(expiresIn).toBeGreaterThanOrEqual(30 * 60_000);
-    expect(expiresIn).toBeLessThan(30 * 60_000 + 10_000);
+    // Thirty minutes from the call, bracketed by the wall's clock before and after it: a loaded machine's slow answer
+    // widens the bracket, never fails it.
+    expect(Date.parse(link.expiresAt)).toBeGreaterThanOrEqual(before + 30 * 60_000);
+    expect(Date.parse(link.expiresAt)).toBeLessThanOrEqual(after + 30 * 60_000);
 
     const read = await t.graphql(
       `query($id: ID!) {

@@ -55,9 +55,11 @@ describe('provisioningProgress across replicas (PostgreSQL event log)', () => {
   afterAll(() => replicas?.close());
 
   it('a provisioning that replica A runs streams every step to a subscriber on replica B, and a late subscriber gets its final state', async () => {
-    // Replica A's cloud answers slowly, so the subscriber on B is connected while the steps run.
+    // Replica A's cloud holds its requests until the subscriber on B has its first message, so that B is connected
+    // while the steps run however long a loaded machine takes to connect it (a latency of the upstream would be a
+    // race with the connection).
     const cloudOfA = a.gateway.sandbox.cloud!;
-    cloudOfA.faults.latencyMs = 150;
+    const held = cloudOfA.faults.hold();
     const started = await a.graphql(PROVISION, { input });
     expect(started.errors).toBeUndefined();
     const id = started.data!.provisionKafkaCluster.provisioning.id as string;
@@ -65,6 +67,7 @@ describe('provisioningProgress across replicas (PostgreSQL event log)', () => {
     let doneWhenBConnected = -1;
     const seenOnB = await follow(b, id, () => {
       doneWhenBConnected = cloudOfA.requests.length;
+      held.release();
     });
 
     expect(seenOnB.at(-1)).toBe('SUCCEEDED:7');

@@ -163,7 +163,9 @@ describe('composite provisioning', () => {
 
   it('streams progress over graphql-ws until the provisioning succeeds', async () => {
     const gw = await gateway();
-    gw.gateway.sandbox.cloud!.faults.latencyMs = 30;
+    // The upstream holds the steps' requests until the subscriber has its first message: the steps then run while it
+    // is connected, however long a loaded machine takes to connect it.
+    const held = gw.gateway.sandbox.cloud!.faults.hold();
     const res = await gw.graphql(PROVISION_KAFKA, { input: kafkaInput });
     const id = res.data!.provisionKafkaCluster.provisioning.id;
     const client = wsClient(gw);
@@ -176,6 +178,7 @@ describe('composite provisioning', () => {
       for await (const msg of sub) {
         const p = msg.data!.provisioningProgress;
         states.push(`${p.state}:${p.steps.filter((s) => s.state === 'DONE').length}`);
+        held.release();
       }
     } finally {
       await client.dispose();

@@ -10,6 +10,7 @@ import {
   signingKey,
   startJwksServer,
   startJwtGateway,
+  testClock,
   type JwksServer,
   type SigningKey,
 } from '../../helpers/jwt.js';
@@ -118,16 +119,25 @@ describe('MCP with JWT apps', () => {
   });
 
   it('a subscriptions/listen stream opened with a JWT ends when the token expires', async () => {
+    // The gateway's clock stands still until the test moves it: a token of a few seconds on the wall's clock could
+    // expire while a loaded machine still connects, and the listen would be refused instead of ended. The clock is
+    // moved to a second before the expiry once the client is connected; the gateway's own timer ends the stream.
+    const clock = testClock();
+    const clocked = await startJwtGateway(jwks, { AUTH_SCOPE_PREFIX: 'gateway:' }, { testing: { clock: clock.now } });
+    const exp = Math.floor(clock.now() / 1000) + 3600;
     const token = await sign(key, {
       claims: { azp: 'listener', scope: 'gateway:mobile-id:read' },
-      exp: Math.floor(Date.now() / 1000) + 5,
+      iat: Math.floor(clock.now() / 1000),
+      exp,
     });
-    const c = await mcpClient(gw, { key: token });
+    const c = await mcpClient(clocked, { key: token });
     try {
+      clock.advance(exp * 1000 - 1000 - clock.now());
       const sub = await c.client.listen({ resourceSubscriptions: ['mobileid://authentications/until-expiry'] });
       expect(await sub.closed).toBe('remote');
     } finally {
       await c.close();
+      await clocked.close();
     }
-  }, 20_000);
+  });
 });
