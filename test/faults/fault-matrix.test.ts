@@ -118,6 +118,7 @@ const ROWS: Row[] = [
   },
 ];
 
+const SLOW_MS = 5_000;
 let gw: TestGateway;
 let parents: Parents;
 const upstreamResources = () =>
@@ -125,16 +126,20 @@ const upstreamResources = () =>
 
 beforeAll(async () => {
   // One gateway meets every fault in turn: its circuit breakers, which would open over that sequence and refuse the
-  // cells after, are off here (test/upstream/circuit-breaker.test.ts covers them).
+  // cells after, are off here (test/upstream/circuit-breaker.test.ts covers them). The attempt timeout is 3 s, not
+  // less: the 'timeout' and 'slow' cells need it, but every other call of a cell must be answered within it (a kept
+  // answer, an identity creation, the retry with the same key), and a stall of a loaded machine over a shorter one
+  // timed such a call out.
   gw = await startTestGateway({
-    UPSTREAM_TIMEOUT: '500ms',
+    UPSTREAM_TIMEOUT: '3s',
     UPSTREAM_RETRY_BUDGET: '6s',
     UPSTREAM_MAX_RETRIES: '4',
     IDEMPOTENCY_WAIT: '8s',
     LOG_LEVEL: 'warn',
     UPSTREAM_CIRCUIT_BREAKER: 'off',
   });
-  gw.gateway.sandbox.cloud!.faults.slowMs = 1_500;
+  // Slower than the attempt timeout: the 'slow' cells' answers come after it.
+  gw.gateway.sandbox.cloud!.faults.slowMs = SLOW_MS;
   const projectId = (await ok(gw, M.project, { input: { name: 'fault-matrix' } })).project.id;
   const networkId = (await ok(gw, M.network, { input: { projectId, title: 'fm-net', bandwidthMbps: 100 } })).network.id;
   const subnetId = (
@@ -263,7 +268,7 @@ describe('fault matrix: every identity creation mutation against every upstream 
     '%s ends in exactly one upstream resource or a clear error per cell, and one resource after a retry with the same key',
     async (_name, row) => {
       const faults = row.faults(gw);
-      faults.slowMs = 1_500;
+      faults.slowMs = SLOW_MS;
       for (const [n, cell] of CELLS.entries()) {
         const label = `${row.name} x ${cell.name}`;
         const before = row.upstreamCount(gw);
