@@ -65,10 +65,16 @@ describe('provisioningProgress across replicas (PostgreSQL event log)', () => {
     const id = started.data!.provisionKafkaCluster.provisioning.id as string;
 
     let doneWhenBConnected = -1;
-    const seenOnB = await follow(b, id, () => {
-      doneWhenBConnected = cloudOfA.requests.length;
+    let seenOnB: string[];
+    try {
+      seenOnB = await follow(b, id, () => {
+        doneWhenBConnected = cloudOfA.requests.length;
+        held.release();
+      });
+    } finally {
+      // Let go in any case: a held step would keep the gateway from closing.
       held.release();
-    });
+    }
 
     expect(seenOnB.at(-1)).toBe('SUCCEEDED:7');
     // B ran nothing itself: every later state crossed from A through the event log and LISTEN/NOTIFY.

@@ -181,6 +181,8 @@ describe('composite provisioning', () => {
         held.release();
       }
     } finally {
+      // Let go in any case: a held step would keep the gateway from closing.
+      held.release();
       await client.dispose();
     }
     expect(states.at(-1)).toBe('SUCCEEDED:7');
