@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { AgentPlanRows } from '../../src/store/agent-plans.js';
-import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
+import { gatewaysPerTest, logLines, type TestGateway } from '../helpers/gateway.js';
 import { AGENT_KEY, APPROVER_KEY, mcpClientsPerTest, planApps, rawMcpPost, textOf } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -28,14 +28,7 @@ interface Line {
   level: number;
 }
 
-function lines(gw: TestGateway, keep: (l: Line) => boolean): Line[] {
-  return gw
-    .logs()
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Line)
-    .filter(keep);
-}
+const lines = (gw: TestGateway, keep: (l: Line) => boolean) => logLines<Line>(gw, keep);
 
 describe("an agent plan's execution logs with the request that claimed it", () => {
   it("a failing heartbeat while the run waits upstream, and the end's audit line, name that request", async () => {

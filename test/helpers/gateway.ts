@@ -32,6 +32,16 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
+/** The gateway's log lines, parsed, that `keep` keeps. */
+export function logLines<T>(gw: Pick<TestGateway, 'logs'>, keep: (line: T) => boolean): T[] {
+  return gw
+    .logs()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as T)
+    .filter(keep);
+}
+
 export function tempDataDir(prefix = 'gateway-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }

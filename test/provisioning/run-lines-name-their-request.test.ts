@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { ProvisioningRows } from '../../src/store/provisionings.js';
-import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
+import { gatewaysPerTest, logLines, type TestGateway } from '../helpers/gateway.js';
 import { testClock } from '../helpers/jwt.js';
 import { kafkaInput } from '../helpers/resumable.js';
 import { waitFor } from '../helpers/wait.js';
@@ -39,15 +39,7 @@ interface Line {
   level: number;
 }
 
-/** The gateway's log lines, parsed, that `keep` keeps. */
-function lines(gw: TestGateway, keep: (l: Line) => boolean): Line[] {
-  return gw
-    .logs()
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Line)
-    .filter(keep);
-}
+const lines = (gw: TestGateway, keep: (l: Line) => boolean) => logLines<Line>(gw, keep);
 
 /** The lines that hold the error marked `mark`: the error is logged once, on one line. */
 function marked(gw: TestGateway, mark: string): string[] {
