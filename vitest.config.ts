@@ -14,8 +14,10 @@ export default defineConfig({
   },
   test: {
     globalSetup: ['test/helpers/postgres-preflight.ts', 'test/helpers/temp-root.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Deadlines bound a failure only (every test waits for events, not durations): wide enough for a loaded CI machine,
+    // where a child gateway's start has read 11-20 s.
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
     pool: 'forks',
     // Integration tests start real servers and databases; two workers match the 2-core CI machine.
     maxWorkers: 2,

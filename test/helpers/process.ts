@@ -49,7 +49,7 @@ export function gatewayProcesses(): (
     let out = '';
     child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
     const line = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${out}`)), 30_000);
+      const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${out}`)), 50_000);
       child.stdout!.on('data', (d: Buffer) => {
         out += d.toString();
         for (const line of out.split('\n')) {
