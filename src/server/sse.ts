@@ -562,18 +562,24 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         );
         return;
       }
+      let parsed: unknown;
       try {
-        const parsed: unknown = raw.length ? JSON.parse(jsonText(raw)) : null;
-        body =
-          parsed && typeof parsed === 'object' && !Array.isArray(parsed)
-            ? admit(parsed as Params, context)
-            : (parsed as Params | null);
+        parsed = raw.length ? JSON.parse(jsonText(raw)) : null;
       } catch {
         sendJson(res, 400, {
           errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }],
         });
         return;
       }
+      // Only an object is a request. Anything else is refused here: graphql-sse reads a string body as JSON once more,
+      // so a JSON string holding a request would run a document the trusted documents never admitted.
+      if (parsed !== null && (typeof parsed !== 'object' || Array.isArray(parsed))) {
+        sendJson(res, 400, {
+          errors: [{ message: 'the body must be a JSON object', extensions: { code: ErrorCode.BAD_REQUEST } }],
+        });
+        return;
+      }
+      body = parsed === null ? null : admit(parsed as Params, context);
     }
     const url = req.method === 'GET' ? admitSearch(req.url ?? SSE_PATH, context) : (req.url ?? SSE_PATH);
 

@@ -185,6 +185,25 @@ describe('TRUSTED_DOCUMENTS=enforce', () => {
     ]);
   });
 
+  it('refuses an SSE body that is a JSON string holding a request, and runs nothing of it', async () => {
+    // JSON that parses to a string is no request object: read again as JSON further on, it would run a document the
+    // manifest was never asked about (here a mutation that creates a project).
+    const gw = await enforce();
+    const inner = JSON.stringify({
+      query: 'mutation { createProject(input: { name: "smuggled" }) { project { id } } }',
+    });
+    const res = await request(`${gw.url}/graphql/stream`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify(inner),
+    });
+    expect(res.statusCode).toBe(400);
+    expect(await res.body.json()).toEqual({
+      errors: [{ message: 'the body must be a JSON object', extensions: { code: 'BAD_REQUEST' } }],
+    });
+    expect(await gw.gateway.services.ledger.list('project')).toEqual([]);
+  });
+
   it('runs the text of a manifest document as it is, so GraphiQL can run the operations the apps ship', async () => {
     const gw = await enforce();
     const res = await post(gw, { query: INSTANCE_TYPES });
