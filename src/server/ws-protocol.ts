@@ -44,6 +44,12 @@ export interface ProtocolHooks<S> {
    */
   failed(err: unknown, id: string | undefined, connection: ProtocolConnection<S>): void;
   /**
+   * The client broke the WebSocket protocol (a text frame that is not UTF-8, a message over the socket's maximum, a bad
+   * frame): ws has closed the socket already, with `closeCode`. The client's fault, not the gateway's: without this
+   * hook, it is `failed`'s.
+   */
+  refused?(err: Error & { code: string }, closeCode: number, connection: ProtocolConnection<S>): void;
+  /**
    * A subscribe message's one result could not be written (JSON.stringify threw): the errors its `error` carries.
    * Without it, the connection is closed 4500 as graphql-ws closes it.
    */
@@ -127,6 +133,19 @@ class SettingUp {}
 function asGraphQLError(err: unknown): GraphQLError {
   const original = err instanceof Error ? err : new Error(String(err));
   return new GraphQLError(original.message, { originalError: original });
+}
+
+/**
+ * The close code ws sent for a frame of the peer's it refused, or null for any other error. ws's receiver names each
+ * refusal `WS_ERR_…` and keeps the code it closed with under its own symbol (`status-code`), read here by its
+ * description: ws exports neither.
+ */
+function peerFault(err: Error): number | null {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string' || !code.startsWith('WS_ERR_')) return null;
+  const status = Object.getOwnPropertySymbols(err).find((s) => s.description === 'status-code');
+  const closeCode = status === undefined ? undefined : (err as unknown as Record<symbol, unknown>)[status];
+  return typeof closeCode === 'number' ? closeCode : null;
 }
 
 /** The one reason a close for an internal error gives (graphql-ws's in production; its development mode said more). */
@@ -318,7 +337,11 @@ export function graphqlTransportWs<S>(
   // The socket's listeners, one of each for every connection (ws calls them with the socket as `this`, which holds its
   // connection): closures made per connection, with `once`'s wrapper and state, were ~600 B a connection.
   function onSocketError(this: WebSocket, err: Error): void {
-    internal((this as Owned<S>)[CONNECTION], err);
+    const connection = (this as Owned<S>)[CONNECTION];
+    const closeCode = peerFault(err);
+    if (closeCode !== null && hooks.refused)
+      return hooks.refused(err as Error & { code: string }, closeCode, connection);
+    internal(connection, err);
   }
 
   function onSocketMessage(this: WebSocket, data: RawData): void {

@@ -630,6 +630,13 @@ export function createWsServer(options: WsOptions) {
           'a WebSocket connection failed; closed 4500',
         );
       },
+      refused(err, closeCode, pc) {
+        // Bad input, as a refused webhook is: said once, at info, with the connection's request id; nothing to chase.
+        options.logger.info(
+          { connection: pc.state.requestId, code: err.code, closeCode, reason: err.message },
+          `a WebSocket client broke the protocol; closed ${closeCode}`,
+        );
+      },
     },
     { keepAliveMs: sweep ? 0 : KEEP_ALIVE_MS },
   );

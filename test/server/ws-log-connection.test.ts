@@ -106,3 +106,55 @@ describe('a graphql-ws operation that fails unexpectedly', () => {
     expect([line.requestId, line.connection]).toEqual(['ws:1', made]);
   });
 });
+
+describe('a WebSocket client that breaks the protocol', () => {
+  /** Opens an authenticated socket whose upgrade names `requestId`, sends `frame`, and resolves with its close code. */
+  async function closeCodeAfter(requestId: string, frame: (socket: WebSocket) => void): Promise<number> {
+    const socket = new WebSocket(gw.url.replace(/^http/, 'ws') + '/graphql', 'graphql-transport-ws', {
+      headers: { 'x-request-id': requestId, authorization: `Bearer ${KEY}` },
+    });
+    await new Promise((resolve, reject) => {
+      socket.once('open', resolve);
+      socket.once('error', reject);
+    });
+    const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
+    frame(socket);
+    return closed;
+  }
+
+  const linesOf = (connection: string) =>
+    gw
+      .logs()
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Line & { level: number; code?: string })
+      .filter((l) => l.connection === connection);
+
+  // ws closes such a socket itself with the code the RFC gives (1007, 1009): the client's fault, not the gateway's. It
+  // is no unexpected error for an operator to chase, and no 4500 was sent.
+  for (const [name, requestId, frame, code, wsCode] of [
+    [
+      'a text frame that is not UTF-8',
+      'ws-not-utf8',
+      (s: WebSocket) => s.send(Buffer.from([0x7b, 0xff, 0x7d]), { binary: false }),
+      1007,
+      'WS_ERR_INVALID_UTF8',
+    ],
+    [
+      'a message over GRAPHQL_MAX_BODY_BYTES',
+      'ws-too-big',
+      (s: WebSocket) => s.send('x'.repeat(200_000)),
+      1009,
+      'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH',
+    ],
+  ] as const) {
+    it(`is closed ${code} for ${name}, logged as a refusal with its connection, not as an error`, async () => {
+      expect(await closeCodeAfter(requestId, frame)).toBe(code);
+      expect(linesOf(requestId).filter((l) => l.level >= 50)).toEqual([]);
+      await waitFor(() => linesOf(requestId).some((l) => l.code === wsCode), 20_000, 'the refusal line');
+      expect(linesOf(requestId).filter((l) => l.code === wsCode)).toEqual([
+        expect.objectContaining({ level: 30, connection: requestId, code: wsCode, closeCode: code }),
+      ]);
+    });
+  }
+});
