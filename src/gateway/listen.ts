@@ -43,11 +43,11 @@ export class GatewayServer {
   }
 
   /**
-   * Listens at once, alive but not ready (/readyz says `why()`), while what the gateway waits for (PostgreSQL) comes;
-   * `serve` takes over once everything is built.
+   * Listens at once, alive but not ready (/readyz says `why()`, every other route `said()`), while what the gateway
+   * waits for (PostgreSQL) comes; `serve` takes over once everything is built.
    */
-  async listenWhileStarting(why: () => string): Promise<void> {
-    this.starting = startingHandler(why);
+  async listenWhileStarting(why: () => string, said?: () => string): Promise<void> {
+    this.starting = startingHandler(why, said);
     this.server.on('request', this.starting);
     await this.listen();
   }

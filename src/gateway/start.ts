@@ -41,7 +41,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     onClose(() => http.drain());
     let waitingFor = 'connecting to PostgreSQL';
     if (config.databaseUrl) {
-      await http.listenWhileStarting(() => waitingFor);
+      // waitingFor names the database's address and its driver's refusal: /readyz and the log say it, other routes not.
+      await http.listenWhileStarting(
+        () => waitingFor,
+        () => 'waiting for its database',
+      );
       logger.info(
         { url: http.url },
         'listening: not ready (/readyz) until PostgreSQL answers and the gateway has started',

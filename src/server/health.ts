@@ -90,9 +90,10 @@ export function healthRoutes(deps: {
 /**
  * What the port answers while the gateway waits for PostgreSQL at start-up: alive (/healthz 200, so an
  * orchestrator does not restart it into a crash loop), not ready (/readyz 503 with why), and 503 with Retry-After
- * for everything else.
+ * for everything else, which is told `said`: `why` may hold the database's address and its driver's words, which are
+ * the operator's to read (docs/contract.md, Error codes), never an app's or a webhook sender's.
  */
-export function startingHandler(why: () => string) {
+export function startingHandler(why: () => string, said: () => string = why) {
   return (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '').split('?')[0];
     req.resume();
@@ -100,7 +101,7 @@ export function startingHandler(why: () => string) {
     if (path === '/healthz') return sendJson(res, 200, { status: 'ok' }, id);
     if (path === '/readyz') return sendJson(res, 503, { status: 'starting', error: why() }, id);
     // As the running gateway answers a store that is away: the sender (a webhook's) retries a 503.
-    sendOAuthError(res, 503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, `the gateway is starting: ${why()}`, {
+    sendOAuthError(res, 503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, `the gateway is starting: ${said()}`, {
       ...id,
       'retry-after': '5',
     });

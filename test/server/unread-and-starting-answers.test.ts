@@ -1,11 +1,14 @@
 // Every answer carries an OAuth error body and an X-Request-Id: also the ones no route writes, a request Node's HTTP
 // parser refuses, and what the gateway answers while it starts (waiting for PostgreSQL).
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { freePort } from '../../scripts/embedded-postgres.js';
 import { GatewayServer } from '../../src/gateway/listen.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { gatewayProcesses } from '../helpers/process.js';
 
 /** Writes `raw` on a fresh connection; resolves with all the server wrote once it closes the connection. */
 function exchange(url: string, raw: string): Promise<string> {
@@ -98,4 +101,43 @@ describe('the gateway while it starts', () => {
     expect(await ready.body.json()).toEqual({ status: 'starting', error: 'waiting for PostgreSQL' });
     expect(ready.headers['x-request-id']).toBeTruthy();
   });
+});
+
+describe('a gateway waiting for an unreachable PostgreSQL', () => {
+  const start = gatewayProcesses();
+
+  it("tells an app or a webhook's sender it is starting, never the database's address or the driver's words", async () => {
+    // Nothing listens on the port: the driver's refusal names it ("connect ECONNREFUSED 127.0.0.1:<port>").
+    const port = await freePort();
+    const gw = await start(
+      {
+        DATABASE_URL: `postgresql://postgres:${randomBytes(12).toString('hex')}@127.0.0.1:${port}/gateway_db`,
+        TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+      },
+      { until: 'listening: not ready' },
+    );
+    await gw.waitFor('PostgreSQL is not reachable: waiting for it, retrying with backoff');
+    for (const path of ['/webhooks/mobile-id', '/webhooks/verification/abc', '/graphql', '/mcp']) {
+      const res = await request(`${gw.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
+      expect(res.statusCode, path).toBe(503);
+      const text = await res.body.text();
+      expect(JSON.parse(text), path).toEqual({
+        error: 'temporarily_unavailable',
+        error_description: 'the gateway is starting: waiting for its database',
+      });
+      for (const leak of [String(port), 'gateway_db', 'ECONNREFUSED', 'postgresql:'])
+        expect(text, path).not.toContain(leak);
+    }
+    // The operator's probe still says where the gateway waits and why (docs/operations.md, Health).
+    const ready = await request(`${gw.url}/readyz`);
+    expect(ready.statusCode).toBe(503);
+    expect(await ready.body.json()).toMatchObject({
+      status: 'starting',
+      error: expect.stringContaining(`waiting for PostgreSQL at postgresql://127.0.0.1:${port}/gateway_db`),
+    });
+  }, 60_000);
 });
