@@ -530,6 +530,24 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
 
     let body: Params | null = null;
     if (req.method === 'POST') {
+      // graphql-sse takes a POST's body only as JSON (its test, a Content-Type that includes application/json), and
+      // refuses any other with a bare 415: said here, before the body is read, so that the client learns what to send.
+      if (!req.headers['content-type']?.includes('application/json')) {
+        sendJson(
+          res,
+          415,
+          {
+            errors: [
+              {
+                message: 'the body must be JSON, sent with Content-Type: application/json',
+                extensions: { code: ErrorCode.BAD_REQUEST },
+              },
+            ],
+          },
+          { connection: 'close' },
+        );
+        return;
+      }
       let raw: Buffer;
       try {
         raw = await readBody(req, options.bodyLimit);

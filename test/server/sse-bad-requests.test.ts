@@ -159,3 +159,29 @@ describe("SSE refusals of graphql-sse's protocol", () => {
     expect((await gw.graphql('{ __typename }', {}, { key: KEY })).data).toEqual({ __typename: 'Query' });
   });
 });
+
+// graphql-sse reads a POST's body only when its Content-Type says JSON: any other is refused 415, with a message that
+// says what to send, whatever the body holds, and before it is read as JSON (a form body is no malformed JSON).
+describe('an SSE POST whose Content-Type is not JSON', () => {
+  it.each([
+    ['text/plain, a JSON body', 'text/plain', '{"query":"{ __typename }"}'],
+    ['form fields', 'application/x-www-form-urlencoded', 'query=%7B__typename%7D'],
+    ['no Content-Type', undefined, '{"query":"{ __typename }"}'],
+  ] as const)('%s: 415 BAD_REQUEST naming the media type to send', async (_name, type, body) => {
+    const res = await request(`${gw.url}/graphql/stream`, {
+      method: 'POST',
+      headers: { ...headers, ...(type === undefined ? {} : { 'content-type': type }) },
+      body,
+    });
+    expect(res.statusCode).toBe(415);
+    expect(await res.body.json()).toEqual({
+      errors: [
+        {
+          message: 'the body must be JSON, sent with Content-Type: application/json',
+          extensions: { code: 'BAD_REQUEST' },
+        },
+      ],
+    });
+    expect((await gw.graphql('{ __typename }', {}, { key: KEY })).data).toEqual({ __typename: 'Query' });
+  });
+});
