@@ -87,6 +87,16 @@ function redacted<T>(value: T, within: object[] = []): T {
   return Object.create(Object.getPrototypeOf(value) as object | null, descriptors) as T;
 }
 
+/**
+ * The logger of the request a call serves, read only when the call writes a line: the layers under a resolver (the
+ * cloud and identity services, the idempotency runner, the upstream client) write a request's lines with it, so that
+ * each names the request id. A GraphQL context is one, and makes its child logger on first use: a call that writes
+ * nothing (nearly every one) makes none. A layer given none writes with its own logger (a caller with no request).
+ */
+export interface RequestLog {
+  readonly logger: Logger;
+}
+
 /** How log lines are written: one JSON object per line, or a compact line for a person at a terminal. */
 export type LogFormat = 'json' | 'pretty';
 

@@ -6,7 +6,7 @@ import {
   UpstreamRejectedError,
   type IncompleteAnswer,
 } from '../errors.js';
-import type { Logger } from '../logger.js';
+import type { Logger, RequestLog } from '../logger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
 import {
   masked,
@@ -52,10 +52,14 @@ export class CloudTokens {
   /** `Bearer <token>` of a configured token (CLOUD_API_TOKEN), known without waiting; null with credentials. */
   readonly configured: string | null;
 
-  async get(): Promise<string> {
+  /**
+   * `log`: the request that needs the token. A fetch it starts logs with its logger (naming its request id); callers
+   * that come while it runs share it, and its lines name the request that started it.
+   */
+  async get(log?: RequestLog): Promise<string> {
     if ('token' in this.auth) return this.auth.token;
     if (this.current && Date.now() < this.current.refreshAt) return this.current.token;
-    this.pending ??= this.fetch().finally(() => {
+    this.pending ??= this.fetch(log).finally(() => {
       this.pending = null;
     });
     return this.pending;
@@ -74,7 +78,7 @@ export class CloudTokens {
     return true;
   }
 
-  private async fetch(): Promise<string> {
+  private async fetch(log: RequestLog | undefined): Promise<string> {
     if (!('credentials' in this.auth)) throw new Error('unreachable');
     const credentials = this.auth.credentials;
     let res;
@@ -87,6 +91,7 @@ export class CloudTokens {
         body: credentials,
         rejectCode: (status) =>
           status === 401 || status === 403 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED,
+        log,
       });
     } catch (err) {
       if (!(err instanceof UpstreamRejectedError)) throw err;
@@ -94,7 +99,7 @@ export class CloudTokens {
       // read, in the log with the credentials' values masked; the app is told the code, the upstream and the status.
       // Masked before it is written as JSON: a value quoted in a text of the answer is then found in any form.
       const said = JSON.stringify(masked(err.body ?? null, textsOf(credentials)));
-      this.logger.error(
+      (log?.logger ?? this.logger).error(
         { upstream: err.upstream, status: err.status, answer: said },
         "the cloud token endpoint refused the gateway's credentials (CLOUD_API_CREDENTIALS)",
       );
@@ -119,7 +124,7 @@ export class CloudTokens {
     const lifetime = parsed.expiresAt === null ? 3_600_000 : parsed.expiresAt - now;
     const refreshAt = now + Math.max(0, Math.min(lifetime - REFRESH_MARGIN_MS, lifetime * 0.9));
     this.current = { token: parsed.token, refreshAt };
-    this.logger.info(
+    (log?.logger ?? this.logger).info(
       { upstream: this.http.name, expiresInS: Math.round(lifetime / 1000) },
       'cloud access token obtained',
     );
@@ -151,11 +156,16 @@ export class CloudClient {
     readonly answers: CloudAnswers,
   ) {}
 
-  /** The authorization of every attempt, and the refresh after a 401 (made once, not per call). */
-  private readonly authorize = (): Record<string, string> | Promise<Record<string, string>> => {
+  /**
+   * The authorization of every attempt, and the refresh after a 401 (made once, not per call). `log`: the call's
+   * request, which a token fetch it starts logs with.
+   */
+  private readonly authorize = (
+    log: RequestLog | undefined,
+  ): Record<string, string> | Promise<Record<string, string>> => {
     const configured = this.tokens.configured;
     if (configured !== null) return { authorization: configured };
-    return this.tokens.get().then((token) => ({ authorization: `Bearer ${token}` }));
+    return this.tokens.get(log).then((token) => ({ authorization: `Bearer ${token}` }));
   };
 
   private readonly onUnauthorized = async (): Promise<boolean> => this.tokens.invalidate();
@@ -186,15 +196,22 @@ export class CloudClient {
     });
   }
 
-  createProject(body: ProjectRequest, idempotencyKey: string): Promise<Created> {
-    return this.create(PATHS.projects, body, idempotencyKey, false);
+  /** `log`: the request the creation serves, whose logger writes what the call logs (UpstreamRequest.log). */
+  createProject(body: ProjectRequest, idempotencyKey: string, log?: RequestLog): Promise<Created> {
+    return this.create(PATHS.projects, body, idempotencyKey, false, log);
   }
 
-  createService(call: ServiceCall, idempotencyKey: string): Promise<Created> {
-    return this.create(PATHS.services, call.envelope, idempotencyKey, call.accept);
+  createService(call: ServiceCall, idempotencyKey: string, log?: RequestLog): Promise<Created> {
+    return this.create(PATHS.services, call.envelope, idempotencyKey, call.accept, log);
   }
 
-  private async create(path: string, body: unknown, idempotencyKey: string, accept: boolean): Promise<Created> {
+  private async create(
+    path: string,
+    body: unknown,
+    idempotencyKey: string,
+    accept: boolean,
+    log: RequestLog | undefined,
+  ): Promise<Created> {
     let res;
     try {
       res = await this.http.request({
@@ -206,6 +223,7 @@ export class CloudClient {
         authorize: this.authorize,
         onUnauthorized: this.onUnauthorized,
         rejectCode: creationRejectCode,
+        log,
       });
     } catch (err) {
       // A refusal may quote the request it refused, passwords included: its text reaches the app, a provisioning's

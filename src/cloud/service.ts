@@ -13,6 +13,7 @@ import type {
   CreateSubnetInput,
   CreateVirtualMachineInput,
 } from '../generated/graphql.js';
+import type { RequestLog } from '../logger.js';
 import type { PauseAt } from '../phases.js';
 import type { Ledger, LedgerRecord, ResourceKind } from '../store/ledger.js';
 import type { Idempotency, Outcome } from '../upstream/idempotency.js';
@@ -104,15 +105,24 @@ export class CloudService {
    */
   private readonly lookup: v.Lookup = async (id) => cloudLedgerRecord(await this.ledger.get(id));
 
-  createProject(caller: Caller, input: CreateProjectInput, key?: string | null): Promise<MutationResult> {
+  /**
+   * Each creation's `log` is the request it serves: what its call logs (a failed attempt upstream, its lease's
+   * warnings) names that request's id. None: a caller with no request (the service-wide logger).
+   */
+  createProject(
+    caller: Caller,
+    input: CreateProjectInput,
+    key?: string | null,
+    log?: RequestLog,
+  ): Promise<MutationResult> {
     const spec = v.validateProject(input);
     const body = wire.projectRequest(spec);
-    return this.create(caller, key, {
+    return this.create(caller, key, log, {
       operation: 'createProject',
       kind: 'project',
       request: { path: wire.PATHS.projects, body },
       accept: false,
-      send: (k) => this.client.createProject(body, k),
+      send: (k) => this.client.createProject(body, k, log),
       reread: this.reread,
       spec,
       title: spec.name,
@@ -121,9 +131,14 @@ export class CloudService {
     });
   }
 
-  async createNetwork(caller: Caller, input: CreateNetworkInput, key?: string | null): Promise<MutationResult> {
+  async createNetwork(
+    caller: Caller,
+    input: CreateNetworkInput,
+    key?: string | null,
+    log?: RequestLog,
+  ): Promise<MutationResult> {
     const spec = await v.validateNetwork(input, this.lookup);
-    return this.createService(caller, key, {
+    return this.createService(caller, key, log, {
       operation: 'createNetwork',
       kind: 'network',
       call: wire.networkCall(spec),
@@ -134,9 +149,14 @@ export class CloudService {
     });
   }
 
-  async createSubnet(caller: Caller, input: CreateSubnetInput, key?: string | null): Promise<MutationResult> {
+  async createSubnet(
+    caller: Caller,
+    input: CreateSubnetInput,
+    key?: string | null,
+    log?: RequestLog,
+  ): Promise<MutationResult> {
     const spec = await v.validateSubnet(input, this.lookup);
-    return this.createService(caller, key, {
+    return this.createService(caller, key, log, {
       operation: 'createSubnet',
       kind: 'subnet',
       call: wire.subnetCall(spec),
@@ -147,9 +167,14 @@ export class CloudService {
     });
   }
 
-  async createIpAddress(caller: Caller, input: CreateIpAddressInput, key?: string | null): Promise<MutationResult> {
+  async createIpAddress(
+    caller: Caller,
+    input: CreateIpAddressInput,
+    key?: string | null,
+    log?: RequestLog,
+  ): Promise<MutationResult> {
     const spec = await v.validateIpAddress(input, this.lookup);
-    return this.createService(caller, key, {
+    return this.createService(caller, key, log, {
       operation: 'createIpAddress',
       kind: 'ip_address',
       call: wire.ipAddressCall(spec),
@@ -164,9 +189,10 @@ export class CloudService {
     caller: Caller,
     input: CreateKafkaClusterInput,
     key?: string | null,
+    log?: RequestLog,
   ): Promise<MutationResult> {
     const spec = await v.validateKafkaCluster(input, this.lookup);
-    return this.createService(caller, key, {
+    return this.createService(caller, key, log, {
       operation: 'createKafkaCluster',
       kind: 'kafka_cluster',
       call: wire.kafkaClusterCall(spec),
@@ -177,9 +203,14 @@ export class CloudService {
     });
   }
 
-  async createKafkaTopic(caller: Caller, input: CreateKafkaTopicInput, key?: string | null): Promise<MutationResult> {
+  async createKafkaTopic(
+    caller: Caller,
+    input: CreateKafkaTopicInput,
+    key?: string | null,
+    log?: RequestLog,
+  ): Promise<MutationResult> {
     const spec = await v.validateKafkaTopic(input, this.lookup);
-    return this.createService(caller, key, {
+    return this.createService(caller, key, log, {
       operation: 'createKafkaTopic',
       kind: 'kafka_topic',
       call: wire.kafkaTopicCall(spec),
@@ -190,9 +221,14 @@ export class CloudService {
     });
   }
 
-  async createKafkaUser(caller: Caller, input: CreateKafkaUserInput, key?: string | null): Promise<MutationResult> {
+  async createKafkaUser(
+    caller: Caller,
+    input: CreateKafkaUserInput,
+    key?: string | null,
+    log?: RequestLog,
+  ): Promise<MutationResult> {
     const spec = await v.validateKafkaUser(input, this.lookup);
-    return this.createService(caller, key, {
+    return this.createService(caller, key, log, {
       operation: 'createKafkaUser',
       kind: 'kafka_user',
       call: wire.kafkaUserCall(spec),
@@ -207,9 +243,10 @@ export class CloudService {
     caller: Caller,
     input: CreateVirtualMachineInput,
     key?: string | null,
+    log?: RequestLog,
   ): Promise<MutationResult> {
     const spec = await v.validateVirtualMachine(input, this.lookup);
-    return this.createService(caller, key, {
+    return this.createService(caller, key, log, {
       operation: 'createVirtualMachine',
       kind: 'virtual_machine',
       call: wire.virtualMachineCall(spec),
@@ -224,6 +261,7 @@ export class CloudService {
   private createService(
     caller: Caller,
     key: string | null | undefined,
+    log: RequestLog | undefined,
     s: {
       operation: string;
       kind: ResourceKind;
@@ -235,12 +273,12 @@ export class CloudService {
     },
   ): Promise<MutationResult> {
     const { call } = s;
-    return this.create(caller, key, {
+    return this.create(caller, key, log, {
       operation: s.operation,
       kind: s.kind,
       request: { path: wire.PATHS.services, body: call.envelope },
       accept: call.accept,
-      send: (k) => this.client.createService(call, k),
+      send: (k) => this.client.createService(call, k, log),
       reread: this.reread,
       spec: s.spec,
       title: s.title,
@@ -249,7 +287,16 @@ export class CloudService {
     });
   }
 
-  private create(caller: Caller, key: string | null | undefined, p: Creation): Promise<MutationResult> {
+  /**
+   * `log`: the request the creation serves, whose logger writes what the call logs (its upstream call's lines, its
+   * key's): read only when a line is written (RequestLog).
+   */
+  private create(
+    caller: Caller,
+    key: string | null | undefined,
+    log: RequestLog | undefined,
+    p: Creation,
+  ): Promise<MutationResult> {
     if (this.dryRun) return this.dryRun.create(caller, key, p);
     const recordOf = (created: Created, idempotencyKey: string): LedgerRecord => ({
       id: created.id,
@@ -283,6 +330,7 @@ export class CloudService {
       unstorable: () => this.client.alreadyRecorded(answer!),
       toStored: this.toStored,
       fromStored: this.fromStored,
+      log,
     });
   }
 

@@ -25,34 +25,44 @@ export const cloudResolvers = {
     },
     project: (_p, { id }, ctx) => ctx.loaders.ofKind(id, 'project'),
   },
+  // The context goes along as the creation's RequestLog: its logger, naming the request id, is made only if the call
+  // writes a line (an upstream attempt that failed, a lease warning), not on every mutation.
   Mutation: {
     createProject: async (_p, { input, idempotencyKey }, ctx) =>
-      payload('project', 'project', await ctx.services.cloud.createProject(ctx.caller, input, idempotencyKey)),
+      payload('project', 'project', await ctx.services.cloud.createProject(ctx.caller, input, idempotencyKey, ctx)),
     createNetwork: async (_p, { input, idempotencyKey }, ctx) =>
-      payload('network', 'network', await ctx.services.cloud.createNetwork(ctx.caller, input, idempotencyKey)),
+      payload('network', 'network', await ctx.services.cloud.createNetwork(ctx.caller, input, idempotencyKey, ctx)),
     createSubnet: async (_p, { input, idempotencyKey }, ctx) =>
-      payload('subnet', 'subnet', await ctx.services.cloud.createSubnet(ctx.caller, input, idempotencyKey)),
+      payload('subnet', 'subnet', await ctx.services.cloud.createSubnet(ctx.caller, input, idempotencyKey, ctx)),
     createIpAddress: async (_p, { input, idempotencyKey }, ctx) =>
-      payload('ipAddress', 'ip_address', await ctx.services.cloud.createIpAddress(ctx.caller, input, idempotencyKey)),
+      payload(
+        'ipAddress',
+        'ip_address',
+        await ctx.services.cloud.createIpAddress(ctx.caller, input, idempotencyKey, ctx),
+      ),
     createKafkaCluster: async (_p, { input, idempotencyKey }, ctx) =>
       payload(
         'kafkaCluster',
         'kafka_cluster',
-        await ctx.services.cloud.createKafkaCluster(ctx.caller, input, idempotencyKey),
+        await ctx.services.cloud.createKafkaCluster(ctx.caller, input, idempotencyKey, ctx),
       ),
     createKafkaTopic: async (_p, { input, idempotencyKey }, ctx) =>
       payload(
         'kafkaTopic',
         'kafka_topic',
-        await ctx.services.cloud.createKafkaTopic(ctx.caller, input, idempotencyKey),
+        await ctx.services.cloud.createKafkaTopic(ctx.caller, input, idempotencyKey, ctx),
       ),
     createKafkaUser: async (_p, { input, idempotencyKey }, ctx) =>
-      payload('kafkaUser', 'kafka_user', await ctx.services.cloud.createKafkaUser(ctx.caller, input, idempotencyKey)),
+      payload(
+        'kafkaUser',
+        'kafka_user',
+        await ctx.services.cloud.createKafkaUser(ctx.caller, input, idempotencyKey, ctx),
+      ),
     createVirtualMachine: async (_p, { input, idempotencyKey }, ctx) =>
       payload(
         'virtualMachine',
         'virtual_machine',
-        await ctx.services.cloud.createVirtualMachine(ctx.caller, input, idempotencyKey),
+        await ctx.services.cloud.createVirtualMachine(ctx.caller, input, idempotencyKey, ctx),
       ),
   },
   Project: {

@@ -26,10 +26,13 @@ function resultsLoader(ctx: GraphQLContext): DataLoader<string, VerificationResu
   return ctx.loaders.custom(
     'verificationResults',
     () =>
-      new DataLoader<string, VerificationResultItem | null>((ids) => ctx.services.identity.results(ctx.caller, ids), {
-        maxBatchSize: ctx.services.config.resultsBatchSize,
-        batchScheduleFn: (dispatch) => setImmediate(dispatch),
-      }),
+      new DataLoader<string, VerificationResultItem | null>(
+        (ids) => ctx.services.identity.results(ctx.caller, ids, ctx),
+        {
+          maxBatchSize: ctx.services.config.resultsBatchSize,
+          batchScheduleFn: (dispatch) => setImmediate(dispatch),
+        },
+      ),
   );
 }
 
@@ -77,18 +80,20 @@ export const identityResolvers: Resolvers = {
       return ids.map((id) => loader.load(id) as Promise<VerificationResultItem>);
     },
   },
+  // The context goes along as each call's RequestLog: its logger, naming the request id, is made only if the call
+  // writes a line (an upstream attempt that failed, an unknown outcome), not on every mutation.
   Mutation: {
     createIdentification: async (_p, { input, idempotencyKey }, ctx) => {
-      const out = await ctx.services.identity.createIdentification(ctx.caller, input, idempotencyKey);
+      const out = await ctx.services.identity.createIdentification(ctx.caller, input, idempotencyKey, ctx);
       for (const w of out.warnings ?? []) ctx.warn({ ...w, path: ['createIdentification', 'identification'] });
       return creationPayload('identification', out);
     },
     registerVerification: async (_p, { input, idempotencyKey }, ctx) => {
-      const out = await ctx.services.identity.registerVerification(ctx.caller, input, idempotencyKey);
+      const out = await ctx.services.identity.registerVerification(ctx.caller, input, idempotencyKey, ctx);
       return creationPayload('verification', out);
     },
     checkRfm: async (_p, { input, idempotencyKey }, ctx) => {
-      const out = await ctx.services.identity.checkRfm(ctx.caller, input, idempotencyKey);
+      const out = await ctx.services.identity.checkRfm(ctx.caller, input, idempotencyKey, ctx);
       return { ...creationPayload('result', out), inCatalog: rfmInCatalog(out.result) };
     },
   },

@@ -1,5 +1,6 @@
 import type { ShapePaths } from '../config/json-path.js';
 import { badUserInput, ErrorCode, keptAnswerText, UpstreamAnswerIncompleteError } from '../errors.js';
+import type { RequestLog } from '../logger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
 import { masked } from '../upstream/masked.js';
 import {
@@ -67,10 +68,12 @@ export class IdentificationClient {
     return this.environments[environment]?.http.unrepeatable;
   }
 
+  /** `log`: the request the call serves, whose logger writes what the call logs (UpstreamRequest.log). */
   async create(
     environment: IdentificationEnvironment,
     body: IdentificationRequest,
     idempotencyKey: string,
+    log?: RequestLog,
   ): Promise<CreatedIdentification> {
     const endpoint = this.environments[environment];
     if (!endpoint) {
@@ -88,6 +91,7 @@ export class IdentificationClient {
       headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey, ...bearer(token) },
       body,
       rejectCode: identityRejectCode,
+      log,
     });
     const link = parseIdentificationResponse(res.body);
     // A 2xx created the request even when its id cannot be read (docs/decisions/042): the answer is kept with the key,
@@ -169,7 +173,8 @@ export class VerificationClient {
     return this.http.unrepeatable;
   }
 
-  async register(body: RegistrationRequest, idempotencyKey: string): Promise<RegisteredVerification> {
+  /** `log` of each call: the request it serves, whose logger writes what the call logs (UpstreamRequest.log). */
+  async register(body: RegistrationRequest, idempotencyKey: string, log?: RequestLog): Promise<RegisteredVerification> {
     const res = await this.http.request({
       method: 'POST',
       path: PATHS.verifications,
@@ -177,6 +182,7 @@ export class VerificationClient {
       headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey, ...bearer(this.token) },
       body,
       rejectCode: identityRejectCode,
+      log,
     });
     return {
       ...parseRegistration(res.body, this.paths.verificationExternalId),
@@ -186,7 +192,7 @@ export class VerificationClient {
   }
 
   /** One POST for all the ids; the caller splits batches. Ids the upstream does not answer are absent. */
-  async results(externalIds: readonly string[]): Promise<Map<string, VerificationResultItem>> {
+  async results(externalIds: readonly string[], log?: RequestLog): Promise<Map<string, VerificationResultItem>> {
     const res = await this.http.request({
       method: 'POST',
       path: PATHS.results,
@@ -196,11 +202,12 @@ export class VerificationClient {
       rejectCode: identityRejectCode,
       // A lookup changes nothing upstream: any transient failure may be retried.
       readOnly: true,
+      log,
     });
     return parseResults(res.body, this.paths.verificationResults);
   }
 
-  async checkRfm(body: unknown, idempotencyKey: string): Promise<unknown> {
+  async checkRfm(body: unknown, idempotencyKey: string, log?: RequestLog): Promise<unknown> {
     const res = await this.rfm.http.request({
       method: 'POST',
       path: PATHS.rfm,
@@ -208,6 +215,7 @@ export class VerificationClient {
       headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey, ...bearer(this.rfm.token) },
       body,
       rejectCode: identityRejectCode,
+      log,
     });
     return res.body;
   }

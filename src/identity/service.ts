@@ -16,6 +16,7 @@ import {
 import { verificationDedupePrefix, type EventRecord, type Events, type Position } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
+import type { RequestLog } from '../logger.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
 import { nameBasedUuid, upstreamKey, type Idempotency, type Outcome } from '../upstream/idempotency.js';
@@ -299,10 +300,15 @@ export class IdentityService {
     };
   }
 
+  /**
+   * `log` of each call: the request it serves, whose logger writes what the call logs (an upstream attempt's failure,
+   * an unknown outcome, its lease's warnings), naming its request id. None: the service-wide logger.
+   */
   async createIdentification(
     caller: Caller,
     input: CreateIdentificationInput,
     key?: string | null,
+    log?: RequestLog,
   ): Promise<Outcome<LedgerRecord>> {
     const { workflowId, lifetime, redirectUrl, applicantExternalId, environment, body } =
       this.identificationCall(input);
@@ -323,7 +329,7 @@ export class IdentityService {
         // From here on the upstream has created the request: whatever its answer lacks, it is recorded and the key
         // completed (decision 019), or, without a readable id, kept with the key (decision 042), so a retry replays it
         // instead of creating a second one.
-        const created = await this.o.identification.create(environment, body, idempotencyKey);
+        const created = await this.o.identification.create(environment, body, idempotencyKey, log);
         answered();
         const now = this.now();
         const spec: IdentificationSpec = {
@@ -379,6 +385,7 @@ export class IdentityService {
       // variable could point elsewhere, and the kept answer has the link masked, so it could not be recorded from.
       toStored: this.toStored,
       fromStored: this.fromStored,
+      log,
     });
     return { ...out, warnings: identificationWarnings(out.result, this.identificationSecrets(out.result)) };
   }
@@ -397,6 +404,7 @@ export class IdentityService {
     caller: Caller,
     input: RegisterVerificationInput,
     key?: string | null,
+    log?: RequestLog,
   ): Promise<Outcome<LedgerRecord>> {
     const { workflowId, applicant, externalId, callback } = this.verificationInput(input);
     // The answer as kept: without the applicant, and with the callback token masked where it quotes the callbackUrl
@@ -451,6 +459,7 @@ export class IdentityService {
               this.o.shapePaths.verificationCallbackUrl,
             ),
             idempotencyKey,
+            log,
           );
           answered();
         } catch (error) {
@@ -496,6 +505,7 @@ export class IdentityService {
       },
       toStored: this.toStored,
       fromStored: this.fromStored,
+      log,
     });
     return out;
   }
@@ -505,14 +515,14 @@ export class IdentityService {
     return wire.describeIdentityShapes(this.o.shapePaths);
   }
 
-  async checkRfm(caller: Caller, input: unknown, key?: string | null): Promise<Outcome<unknown>> {
+  async checkRfm(caller: Caller, input: unknown, key?: string | null, log?: RequestLog): Promise<Outcome<unknown>> {
     if (!isPlainObject(input)) throw badUserInput('input', 'must be a JSON object');
     const out = await this.o.idempotency.run<unknown>({
       scope: caller.scope,
       key,
       operation: 'checkRfm',
       request: { path: wire.PATHS.rfm, body: input },
-      execute: (idempotencyKey) => this.o.verification.checkRfm(input, idempotencyKey),
+      execute: (idempotencyKey) => this.o.verification.checkRfm(input, idempotencyKey, log),
       // The answer names the matched persons: stored for replay only sealed, bound to the caller (`undefined` stored as null).
       toStored: (result) => ({
         ownerSealed: this.o.secret.seal(JSON.stringify(result ?? null), ownedContext(RFM_CONTEXT, caller.scope, '')),
@@ -527,6 +537,7 @@ export class IdentityService {
           ? (JSON.parse(this.o.secret.open(sealed, RFM_CONTEXT)) as unknown)
           : stored;
       },
+      log,
     });
     return out;
   }
@@ -545,14 +556,18 @@ export class IdentityService {
    * The batch function of the per-request results loader: one upstream call for the ids given (the loader
    * splits above the batch size), each id mapped back to its result, null where the upstream has none.
    * Only verifications this caller registered are asked for (src/auth/tenancy.ts): any other id, another key's
-   * or one never registered here, is null without reaching the upstream.
+   * or one never registered here, is null without reaching the upstream. `log`: the request the loader serves.
    */
-  async results(caller: Caller, asked: readonly string[]): Promise<(wire.VerificationResultItem | null)[]> {
+  async results(
+    caller: Caller,
+    asked: readonly string[],
+    log?: RequestLog,
+  ): Promise<(wire.VerificationResultItem | null)[]> {
     const externalIds = asked.map(externalIdKey);
     const records = await this.verificationsOf(caller, externalIds);
     const upstreamIds = [...new Set(records.flatMap((r) => (r === null ? [] : [r.id])))];
     if (upstreamIds.length === 0) return externalIds.map(() => null);
-    const byId = await this.o.verification.results(upstreamIds);
+    const byId = await this.o.verification.results(upstreamIds, log);
     // The upstream answers by the id it was sent; the app reads its own id back.
     return externalIds.map((id, i) => {
       const item = records[i] ? byId.get(records[i].id) : undefined;

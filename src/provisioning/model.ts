@@ -1,5 +1,6 @@
 import type { CloudService, MutationResult } from '../cloud/service.js';
 import type { FoundAddress } from '../cloud/wire.js';
+import type { RequestLog } from '../logger.js';
 import type { LedgerRecord } from '../store/ledger.js';
 import { stepKey, upstreamKey } from '../upstream/idempotency.js';
 
@@ -47,13 +48,20 @@ export interface Provisioning {
   updatedAt: Date;
 }
 
-/** One step of a plan: runs with the ids of the steps before it, returns the created resource. */
+/**
+ * One step of a plan: runs with the ids of the steps before it, returns the created resource. `log`: the run's, whose
+ * logger names the request that launched (or resumed) it, for what the step's creation logs.
+ */
 export interface PlannedStep {
   name: string;
   /** An id the caller gave: nothing to create. */
   reuse?: string;
   skip?: boolean;
-  run?: (ids: Map<string, string>, key: string) => Promise<MutationResult & { publicAddress?: PublicAddress | null }>;
+  run?: (
+    ids: Map<string, string>,
+    key: string,
+    log?: RequestLog,
+  ) => Promise<MutationResult & { publicAddress?: PublicAddress | null }>;
 }
 
 /**

@@ -112,7 +112,7 @@ export class ProvisioningRunner {
       if (!current) return;
       const before: Provisioning = current;
       try {
-        const result = await planned.run!(ids, k);
+        const result = await planned.run!(ids, k, run);
         ids.set(planned.name, result.result.id);
         current = await this.update(run, before, i, {
           state: 'DONE',

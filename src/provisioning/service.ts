@@ -10,7 +10,7 @@ import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
 import { readWaitingOut, type Events, type Position } from '../events/index.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
 import type { ProvisionKafkaClusterInput, ProvisionVirtualMachineInput } from '../generated/graphql.js';
-import type { Logger } from '../logger.js';
+import type { Logger, RequestLog } from '../logger.js';
 import type { LedgerRecord } from '../store/ledger.js';
 import { ProvisioningRows } from '../store/provisionings.js';
 import type { Database } from '../store/schema.js';
@@ -271,7 +271,7 @@ export class ProvisioningService {
       ...this.placementSteps(caller, input, placement, false, env),
       {
         name: 'kafkaCluster',
-        run: async (ids, k) => {
+        run: async (ids, k, log) => {
           // A subnetCidr other than the CIDR of the subnet this provisioning creates contradicts the input itself:
           // said so, naming both fields (validateKafkaCluster would name the subnet by the id it stands in with).
           if (input.subnet && input.subnetCidr != null) {
@@ -301,26 +301,29 @@ export class ProvisioningService {
               publicIp: address?.address ?? null,
             },
             k,
+            log,
           );
           return { ...result, publicAddress: address };
         },
       },
       ...(input.topics ?? []).map((t) => ({
         name: `topic:${t.name}`,
-        run: (ids: Map<string, string>, k: string) =>
+        run: (ids: Map<string, string>, k: string, log?: RequestLog) =>
           env.cloud.createKafkaTopic(
             caller,
             { ...t, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! },
             k,
+            log,
           ),
       })),
       ...(input.users ?? []).map((u) => ({
         name: `user:${u.name}`,
-        run: (ids: Map<string, string>, k: string) =>
+        run: (ids: Map<string, string>, k: string, log?: RequestLog) =>
           env.cloud.createKafkaUser(
             caller,
             { ...u, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! },
             k,
+            log,
           ),
       })),
     ];
@@ -350,7 +353,7 @@ export class ProvisioningService {
       ...this.placementSteps(caller, input, placement, true, env),
       {
         name: 'virtualMachine',
-        run: (ids, k) =>
+        run: (ids, k, log) =>
           env.cloud.createVirtualMachine(
             caller,
             {
@@ -362,6 +365,7 @@ export class ProvisioningService {
               ],
             },
             k,
+            log,
           ),
       },
     ];
@@ -378,23 +382,29 @@ export class ProvisioningService {
     return [
       input.projectId
         ? { name: 'project', reuse: input.projectId }
-        : { name: 'project', run: (_ids, k) => env.cloud.createProject(caller, input.project!, k) },
+        : { name: 'project', run: (_ids, k, log) => env.cloud.createProject(caller, input.project!, k, log) },
       input.networkId
         ? { name: 'network', reuse: input.networkId }
         : {
             name: 'network',
-            run: (ids, k) =>
-              env.cloud.createNetwork(caller, { ...input.network!, ...placement, projectId: ids.get('project')! }, k),
+            run: (ids, k, log) =>
+              env.cloud.createNetwork(
+                caller,
+                { ...input.network!, ...placement, projectId: ids.get('project')! },
+                k,
+                log,
+              ),
           },
       input.subnetId
         ? { name: 'subnet', reuse: input.subnetId }
         : {
             name: 'subnet',
-            run: (ids, k) =>
+            run: (ids, k, log) =>
               env.cloud.createSubnet(
                 caller,
                 { ...input.subnet!, projectId: ids.get('project')!, networkId: ids.get('network')! },
                 k,
+                log,
               ),
           },
       input.ipAddressId
@@ -402,11 +412,12 @@ export class ProvisioningService {
         : input.ipAddress || ipRequired
           ? {
               name: 'ipAddress',
-              run: (ids, k) =>
+              run: (ids, k, log) =>
                 env.cloud.createIpAddress(
                   caller,
                   { ...input.ipAddress!, projectId: ids.get('project')!, networkId: ids.get('network')! },
                   k,
+                  log,
                 ),
             }
           : { name: 'ipAddress', skip: true },

@@ -12,7 +12,7 @@ import {
   UpstreamRejectedError,
   UpstreamUnavailableError,
 } from '../errors.js';
-import { SECRET_KEY, type Logger } from '../logger.js';
+import { SECRET_KEY, type Logger, type RequestLog } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { TRACING_OFF, type SpanHandle, type Tracing } from '../telemetry/tracing.js';
 import { REFUSED, type CircuitBreaker } from './breaker.js';
@@ -65,17 +65,22 @@ export interface UpstreamRequest {
   headers?: Record<string, string>;
   body?: unknown;
   /**
-   * Called before each attempt for headers that may change between attempts (a refreshed token).
-   * Runs again after `onUnauthorized` returns true. Headers known at once (a configured token) may come without a
-   * promise: then the attempt goes out in the same turn.
+   * Called before each attempt for headers that may change between attempts (a refreshed token), with the request's
+   * `log` (for what fetching a token writes). Runs again after `onUnauthorized` returns true. Headers known at once (a
+   * configured token) may come without a promise: then the attempt goes out in the same turn.
    */
-  authorize?: () => Record<string, string> | Promise<Record<string, string>>;
+  authorize?: (log: RequestLog | undefined) => Record<string, string> | Promise<Record<string, string>>;
   /** On a 401, may refresh credentials and return true to retry once at once. */
   onUnauthorized?: () => Promise<boolean>;
   /** Maps a 4xx status to an error code other than UPSTREAM_REJECTED. */
   rejectCode?: (status: number) => ErrorCode;
   /** A lookup with no effect upstream (verification results): repeated after any transient failure. */
   readOnly?: boolean;
+  /**
+   * The request this call serves: its failed attempts and an unknown outcome are logged with its logger, naming its
+   * request id. None (a call no request made): the client's own logger.
+   */
+  log?: RequestLog | undefined;
 }
 
 export interface UpstreamResponse {
@@ -299,7 +304,7 @@ export class UpstreamHttp {
       }
       return this.classify(req, res);
     } catch (error) {
-      const { name, metrics, logger } = this.options;
+      const { name, metrics } = this.options;
       if (error instanceof CircuitRefusal) {
         // The refused attempt was counted before it was refused; it never went out.
         call.attempts -= 1;
@@ -317,7 +322,7 @@ export class UpstreamHttp {
       // Not repeated on its own: the upstream may have acted and is not known to honour the key.
       if (error instanceof TransientFailure && error.outcome === 'unknown' && !call.repeatUnknown) {
         const route = req.route;
-        logger.warn(
+        this.loggerOf(req).warn(
           { upstream: name, route, reason: error.reason, attempt: call.attempts },
           'upstream outcome unknown; not repeated',
         );
@@ -333,7 +338,7 @@ export class UpstreamHttp {
 
   /** p-retry's options for the attempts after the first failure of `call`. */
   private retryOptions(call: Call, budgetMs: number) {
-    const { name, metrics, logger } = this.options;
+    const { name, metrics } = this.options;
     const route = call.req.route;
     return {
       retries: this.options.maxRetries,
@@ -347,7 +352,7 @@ export class UpstreamHttp {
       onFailedAttempt: async ({ error, retriesLeft }: { error: Error; retriesLeft: number }) => {
         if (!(error instanceof TransientFailure)) return;
         if (retriesLeft > 0) metrics.upstreamRetries.inc({ upstream: name, route, reason: error.reason });
-        logger.warn(
+        this.loggerOf(call.req).warn(
           { upstream: name, route, reason: error.reason, attempt: call.attempts, retriesLeft },
           'upstream attempt failed',
         );
@@ -359,6 +364,11 @@ export class UpstreamHttp {
         }
       },
     };
+  }
+
+  /** What writes `req`'s lines: the logger of the request it serves (read only now: RequestLog), else the client's. */
+  private loggerOf(req: UpstreamRequest): Logger {
+    return req.log?.logger ?? this.options.logger;
   }
 
   /** One attempt through the breaker: refused at once while the circuit is open, its outcome recorded otherwise. */
@@ -399,7 +409,7 @@ export class UpstreamHttp {
     // generation on every call (~165 B), which only a mark-compact takes back (docs/decisions/120).
     const headers: Record<string, string> = Object.assign({}, req.headers);
     if (req.authorize) {
-      const auth = req.authorize();
+      const auth = req.authorize(req.log);
       Object.assign(headers, auth instanceof Promise ? await auth : auth);
     }
     inject?.(headers);

@@ -14,7 +14,7 @@ import {
   type IncompleteAnswer,
 } from '../errors.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
-import type { Logger } from '../logger.js';
+import type { Logger, RequestLog } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { PauseAt } from '../phases.js';
 import type { IdempotencyRecords } from '../store/idempotency.js';
@@ -50,6 +50,7 @@ export interface IdempotencyOptions {
   leaseMs: number;
   /** Tests only (GATEWAY_TEST_PAUSE_AT): stops after the claim, before any upstream call. */
   pauseAt?: PauseAt;
+  /** The lines of a call that names no request (`log` of `run`). */
   logger?: Logger;
   /** The gateway secret's keyed digest: request fingerprints are stored keyed (src/fingerprint.ts keyedFingerprint). */
   digest: (text: string) => string;
@@ -211,6 +212,11 @@ export class Idempotency {
      * under: the result, or UpstreamAnswerIncompleteError once more. Without it, such a retry replays the error.
      */
     recover?: (incomplete: IncompleteAnswer, upstreamIdempotencyKey: string) => T | Promise<T>;
+    /**
+     * The request this call serves: what the call logs (its lease's renewals refused or failing, its end not stored)
+     * names its request id. None: the runner's own logger.
+     */
+    log?: RequestLog | undefined;
   }): Promise<Outcome<T>> {
     const { records, metrics } = this.options;
     const key = params.key ?? randomUUID();
@@ -338,7 +344,7 @@ export class Idempotency {
     const work = (async () => {
       // Every lease this call may have left on its record: its end applies only while the record holds one of them.
       const leases = [claimedLease];
-      const stopRenewing = this.renewWhileRunning(params.scope, key, print, leases);
+      const stopRenewing = this.renewWhileRunning(params.scope, key, print, leases, params.log);
       try {
         if (this.options.pauseAt) await this.options.pauseAt('mutation-claimed');
         const result = recovering
@@ -356,7 +362,7 @@ export class Idempotency {
           leases,
           params.storeWith?.(result),
         );
-        if (completed === false) this.lostRecord(key, params.operation);
+        if (completed === false) this.lostRecord(key, params.operation, params.log);
         else if (completed !== true)
           throw params.unstorable?.(result) ?? new Error(`the result of ${params.operation} could not be stored`);
         return result;
@@ -370,14 +376,14 @@ export class Idempotency {
             status: error.status ?? null,
           };
           if (!(await records.park(params.scope, key, leases, 'unknown', unknown, this.expiry())))
-            this.lostRecord(key, params.operation);
+            this.lostRecord(key, params.operation, params.log);
           throw error.withKeys(key, upstream);
         }
         if (error instanceof UpstreamAnswerIncompleteError) {
           // Kept, not released: the resource exists upstream, and its answer is what a later call reads again.
           if (!recovering) metrics.upstreamAnswersIncomplete.inc({ operation: params.operation });
           if (!(await records.park(params.scope, key, leases, 'incomplete', error.incomplete, this.expiry())))
-            this.lostRecord(key, params.operation);
+            this.lostRecord(key, params.operation, params.log);
           throw error.withKeys(key, upstream);
         }
         if (answered && params.unrepeatable !== undefined) {
@@ -385,7 +391,7 @@ export class Idempotency {
           // the key would let a retry send it a second time: it stays pending, with no write (the store may be
           // down), and the call that takes it over (at once on this process, after the lease elsewhere) answers
           // UPSTREAM_OUTCOME_UNKNOWN.
-          this.options.logger?.warn(
+          this.loggerOf(params.log)?.warn(
             { err: error, idempotencyKey: key, operation: params.operation },
             'the upstream answered but its answer could not be stored; the key stays pending, not released',
           );
@@ -401,7 +407,7 @@ export class Idempotency {
         if (recovering) {
           // Reading the kept answer failed otherwise (the store): it stays kept, never released.
           if (!(await records.park(params.scope, key, leases, 'incomplete', recovering, this.expiry())))
-            this.lostRecord(key, params.operation);
+            this.lostRecord(key, params.operation, params.log);
           throw error;
         }
         try {
@@ -412,7 +418,7 @@ export class Idempotency {
           const ended = mayHaveReached(error, params.unrepeatable)
             ? await records.lapse(params.scope, key, leases, this.expiry())
             : await records.release(params.scope, key, leases);
-          if (!ended) this.lostRecord(key, params.operation);
+          if (!ended) this.lostRecord(key, params.operation, params.log);
         } catch (releaseError) {
           if (releaseError instanceof StoreUnavailableError) this.keepLost(slot, leases);
           throw releaseError;
@@ -510,9 +516,14 @@ export class Idempotency {
     this.lost.set(slot, [...leases]);
   }
 
+  /** What writes the lines of a call that serves `log`'s request (read only now: see RequestLog); else the runner's. */
+  private loggerOf(log: RequestLog | undefined): Logger | undefined {
+    return log?.logger ?? this.options.logger;
+  }
+
   /** A call's end that was not stored: its record holds none of the call's leases any more. */
-  private lostRecord(key: string, operation: string): void {
-    this.options.logger?.warn(
+  private lostRecord(key: string, operation: string, log: RequestLog | undefined): void {
+    this.loggerOf(log)?.warn(
       { idempotencyKey: key, operation },
       'the call ran on after its idempotency lease lapsed and another call took its key over: the end of this call ' +
         "is not stored, the record is the other call's",
@@ -524,8 +535,14 @@ export class Idempotency {
    * stops renewing, and its key can be taken over once the lease runs out, at most `leaseMs` after the
    * crash; a call that is alive but slow keeps its key however long its upstream takes.
    */
-  private renewWhileRunning(scope: string, key: string, print: string, leases: number[]): () => void {
-    const { records, leaseMs, logger } = this.options;
+  private renewWhileRunning(
+    scope: string,
+    key: string,
+    print: string,
+    leases: number[],
+    log: RequestLog | undefined,
+  ): () => void {
+    const { records, leaseMs } = this.options;
     // The renewals run one after another; the chain starts at the first (most calls end before it: no promise made).
     let renewing: Promise<void> | undefined;
     let stopped = false;
@@ -543,13 +560,13 @@ export class Idempotency {
             if (renewed) leases.splice(0, leases.length - 1);
             else leases.pop();
             if (!renewed && !stopped) {
-              logger?.warn(
+              this.loggerOf(log)?.warn(
                 { idempotencyKey: key },
                 'idempotency lease could not be renewed: the call ran on after its lease lapsed',
               );
             }
           } catch (err) {
-            logger?.warn(
+            this.loggerOf(log)?.warn(
               { err, idempotencyKey: key },
               'idempotency lease renewal failed; retrying at the next interval',
             );
