@@ -51,6 +51,12 @@ export interface AgentPlan {
   readonly declinedBy: string | null;
   readonly outcome: unknown;
   readonly createdAt: number;
+  /**
+   * When its row last changed (made, approved, claimed, touched, released, finished, declined). Two reads of a plan
+   * with the same status tell apart by it whether it ran between them: a person's answer to the form of an `unknown`
+   * plan approves the next run only, not one after it, whose outcome may be unknown too.
+   */
+  readonly changedAt: number;
   /** Until when it may be approved and executed (null for plans made before plans expired). */
   readonly expiresAt: number | null;
   /**
@@ -212,7 +218,7 @@ export class AgentPlans {
   async create(
     plan: Omit<
       AgentPlan,
-      'status' | 'lostAt' | 'approval' | 'declinedBy' | 'outcome' | 'createdAt' | 'expiresAt' | 'expired'
+      'status' | 'lostAt' | 'approval' | 'declinedBy' | 'outcome' | 'createdAt' | 'changedAt' | 'expiresAt' | 'expired'
     >,
   ): Promise<AgentPlan> {
     const id = plan.id;
@@ -279,6 +285,7 @@ export class AgentPlans {
       declinedBy: null,
       outcome: null,
       createdAt: at,
+      changedAt: at,
       expiresAt: at + PLAN_LIFETIME_MS,
       expired: false,
     };
@@ -625,6 +632,7 @@ export class AgentPlans {
           ? null
           : (JSON.parse(this.o.open(row.outcome, `agent plan outcome\u0000${row.id}`)) as unknown),
       createdAt: Number(row.created_at),
+      changedAt: Number(row.updated_at),
       expiresAt: row.expires_at === null ? null : Number(row.expires_at),
       expired:
         row.expires_at !== null &&

@@ -252,7 +252,7 @@ function mcpTransport(
   }
   // The requestState of an approval's elicitation travels through the client: sealed with a key every replica derives
   // from the gateway secret, so any replica verifies what another minted.
-  const codec = requestStateCodec<{ planId: string; hash: string; owner: string; status: string }>({
+  const codec = requestStateCodec<{ planId: string; hash: string; owner: string; status: string; changedAt: number }>({
     key: parts.digest('mcp request state'),
     ttlSeconds: 600,
   });

@@ -93,4 +93,66 @@ describe('an elicited approval binds the plan as it was shown', () => {
     expect(identification.requests).toHaveLength(2);
     expect(new Set(identification.requests.map((r) => r.headers['idempotency-key'])).size).toBe(1);
   });
+
+  it("a replayed accept of an unknown plan's form does not run it a third time once its rerun is unknown too", async () => {
+    const gw = await start({
+      GATEWAY_APPS_FILE: appsFile('elicited-rerun-', [
+        { name: 'agent', scopes: ['identity:read', 'identity:write'], key: AGENT_KEY },
+      ]),
+      MCP_MUTATIONS: 'approve',
+      MCP_APPROVAL: 'elicitation',
+    });
+    const client = new Client(
+      { name: 'replaying-client', version: '1.0.0' },
+      {
+        versionNegotiation: { mode: 'auto' },
+        capabilities: { elicitation: { form: {} } },
+        inputRequired: { autoFulfill: false },
+      },
+    );
+    client.setRequestHandler('elicitation/create', () => ({ action: 'decline' }));
+    clients.push(client);
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${AGENT_KEY}` } },
+      }),
+    );
+    const call = async (args: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+      (await client.callTool({ name: 'execute_plan', arguments: args, ...extra }, {
+        allowInputRequired: true,
+      } as never)) as unknown as Answer;
+    const accepting = (asked: Answer) => ({
+      inputResponses: { approval: { action: 'accept', content: { approve: true } } },
+      requestState: asked.requestState,
+    });
+    const identification = gw.gateway.sandbox.identification!;
+    /** The upstream creates the identification, then the connection resets: the run's outcome is unknown. */
+    const unknownRun = async (answer: Record<string, unknown>) => {
+      identification.faults.enqueueFor(() => true, 'reset-after');
+      const ran = await call({ planId }, answer);
+      identification.faults.clear();
+      expect(ran.structuredContent, JSON.stringify(ran)).toMatchObject({ status: 'UNKNOWN' });
+    };
+
+    const planned = (await client.callTool({
+      name: 'create_identification',
+      arguments: { input: { workflowId: 'wf-elicited-rerun' } },
+    })) as unknown as Answer;
+    const planId = planned.structuredContent!.planId as string;
+    await unknownRun(accepting(await call({ planId })));
+    expect(identification.requests).toHaveLength(1);
+
+    // The person, told that the outcome is unknown, approves one rerun; its outcome is unknown too.
+    const askedAgain = await call({ planId });
+    expect(askedAgain.resultType).toBe('input_required');
+    const rerun = accepting(askedAgain);
+    await unknownRun(rerun);
+    expect(identification.requests).toHaveLength(2);
+
+    // The client sends that answer again (its answer lost, say): the person approved the second run, not a third.
+    const replayed = await call({ planId }, rerun);
+    expect(identification.requests).toHaveLength(2);
+    expect(replayed.resultType, JSON.stringify(replayed)).toBe('input_required');
+    expect(replayed.inputRequests!.approval!.params!.message).toContain('unknown');
+  });
 });

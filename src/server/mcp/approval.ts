@@ -16,14 +16,17 @@ import type { JsonSchema } from './shapes.js';
 import { refusalFor, type OperationTool } from './tools.js';
 
 /**
- * What the requestState of an elicitation carries back: the plan, hash and status the person was shown, and whose it
- * is. An answer given for a pending plan approves no run of it once its last run's outcome is unknown.
+ * What the requestState of an elicitation carries back: the plan, hash and status the person was shown, when the plan
+ * last changed as they were shown it, and whose it is. An answer given for a pending plan approves no run of it once
+ * its last run's outcome is unknown; one given for an unknown plan approves its next run, not a run after that one
+ * (whose outcome was unknown too: the status reads the same, the plan's last change does not).
  */
 interface ApprovalState {
   planId: string;
   hash: string;
   owner: string;
   status: string;
+  changedAt: number;
 }
 
 /** The elicitation's key in inputRequests, and the form the person answers. */
@@ -228,6 +231,7 @@ export class Approvals {
             hash: plan.hash,
             owner: caller.scope,
             status: plan.status,
+            changedAt: plan.changedAt,
           }),
         });
       }
@@ -258,6 +262,7 @@ export class Approvals {
         state.planId !== plan.id ||
         state.hash !== plan.hash ||
         state.status !== plan.status ||
+        state.changedAt !== plan.changedAt ||
         !readableBy(call.caller, state.owner)
       )
         return 'ask';
