@@ -354,13 +354,15 @@ export class AgentPlans {
    * runs under the same idempotency keys, so a repeat creates nothing twice. `shown`: the status (as GraphQL names it)
    * the approver was shown; the plan is approved only while it has it (approving a pending plan runs it once, an
    * unknown one runs it again: a person who saw the one never approves the other). An unknown plan is approved only
-   * with `shown` naming that state.
+   * with `shown` naming that state. `changedAt`: when the plan last changed as the approver was shown it (an elicited
+   * form's), approved only while it is unchanged since: two runs of an unknown plan leave the same status.
    */
   async approve(
     id: string,
     approver: { owner: string; name: string },
     via: Approval['via'],
     shown?: string,
+    changedAt?: number,
   ): Promise<ApproveResult> {
     const plan = await this.get(id);
     if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
@@ -385,6 +387,12 @@ export class AgentPlans {
     if (plan.status !== 'pending' && plan.status !== 'approved' && plan.status !== 'unknown') {
       return { ok: false, reason: 'done', message: `plan ${plan.id} is ${plan.status}: it was executed already` };
     }
+    if (changedAt !== undefined && plan.changedAt !== changedAt)
+      return {
+        ok: false,
+        reason: 'done',
+        message: `plan ${plan.id} changed since it was shown: read it again; not approved`,
+      };
     if (shown !== undefined && plan.status.toUpperCase() !== shown) {
       return {
         ok: false,
@@ -420,7 +428,7 @@ export class AgentPlans {
     const now = this.now();
     const expiresAt = now + this.o.approvalTtlMs;
     const approval = { by, via, hash: plan.hash, expiresAt };
-    if (!(await this.rows.approve(plan.id, plan.status, approval, now, this.lostBefore(now))))
+    if (!(await this.rows.approve(plan.id, plan.status, approval, now, this.lostBefore(now), changedAt)))
       return { ok: false, reason: 'done', message: `plan ${plan.id} was declined or executed meanwhile: not approved` };
     await this.audit(
       plan.id,

@@ -397,12 +397,14 @@ export class AgentWorkflow {
           },
         );
       }
-      // The answer approves the plan in the state its form showed (this read of it), and no other.
+      // The answer approves the plan in the state its form showed (this read of it), and no other: not once it ran
+      // meanwhile (a call beside this one that took the same answer), whatever status that run left.
       const approval = await this.o.plans.approve(
         plan.id,
         { owner: caller.scope, name: actor },
         'elicitation',
         plan.status.toUpperCase(),
+        plan.changedAt,
       );
       if (!approval.ok) return refuse(`${approval.message}; nothing was sent`, { planId: plan.id });
       toClaim = approval.plan;

@@ -107,7 +107,7 @@ export class AgentPlanRows {
    * Gives a plan of status `from` a new approval: a pending or approved plan becomes approved, an unknown one (or a
    * lost one: executing, untouched since `lostBefore`) becomes or stays unknown (its last execution may have been
    * applied: it is never declined, only run again under the same keys). False when the plan is no longer of status
-   * `from` (declined or claimed meanwhile).
+   * `from` (declined or claimed meanwhile), or, given `changedAt`, when its row changed since then (run meanwhile).
    */
   async approve(
     id: string,
@@ -115,8 +115,9 @@ export class AgentPlanRows {
     approval: { by: string; via: string; hash: string; expiresAt: number },
     at: number,
     lostBefore: number,
+    changedAt?: number,
   ): Promise<boolean> {
-    const result = await this.db
+    let update = this.db
       .updateTable('agent_plans')
       .set({
         status: from === 'unknown' ? 'unknown' : 'approved',
@@ -131,8 +132,9 @@ export class AgentPlanRows {
         from === 'unknown'
           ? eb.or([eb('status', '=', 'unknown'), lost(eb, lostBefore)])
           : eb('status', 'in', ['pending', 'approved']),
-      )
-      .executeTakeFirst();
+      );
+    if (changedAt !== undefined) update = update.where('updated_at', '=', changedAt);
+    const result = await update.executeTakeFirst();
     return Number(result.numUpdatedRows) === 1;
   }
 
