@@ -26,7 +26,7 @@ import {
 import { authFailureHttpError, graphqlRoute } from '../server/graphql.js';
 import { healthRoutes } from '../server/health.js';
 import { HeldCredentials } from '../server/held-credentials.js';
-import type { Route, RouteContext } from '../server/http.js';
+import { requestTarget, type Route, type RouteContext } from '../server/http.js';
 import { Approvals } from '../server/mcp/approval.js';
 import { mcpRoutes } from '../server/mcp/http.js';
 import { requestStateCodec } from '../server/mcp/sdk.js';
@@ -155,8 +155,8 @@ export function buildTransports(
             path: new RegExp(`^${GRAPHIQL_ASSETS_PATH}[^/]+$`),
             name: 'graphiql-asset',
             // What fails unexpectedly is the router's to log with the request id and answer (server_error).
-            handle: (req, res) => {
-              const served = graphiql.serveAsset(req, res);
+            handle: (req, res, ctx) => {
+              const served = graphiql.serveAsset(req, res, ctx);
               if (served) return served;
               sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such asset');
             },
@@ -208,8 +208,7 @@ export function buildTransports(
       // Node takes its own 'error' listener off a socket it hands to 'upgrade': without one, a client's reset after
       // the answer (ECONNRESET) is an uncaught exception, which ends the process. ws adds its own on what it takes.
       socket.on('error', destroySocket);
-      const path = (req.url ?? '').split('?')[0];
-      if (path !== '/graphql') {
+      if (requestTarget(req.url).path !== '/graphql') {
         socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
         return;
       }

@@ -43,9 +43,14 @@ export interface GraphiqlHandler {
   /**
    * Answers a request whose path is under `assetsPath` (404 for unknown files, 405 for methods other than GET/HEAD)
    * and returns the answer's promise, which rejects with what failed unexpectedly (the caller's route logs it with the
-   * request id and answers 500); returns false, sending nothing, for any other path.
+   * request id and answers 500); returns false, sending nothing, for any other path. `target`: the request target's
+   * path and query, as the router read them (src/server/http.ts requestTarget).
    */
-  serveAsset(req: IncomingMessage, res: ServerResponse): Promise<void> | false;
+  serveAsset(
+    req: IncomingMessage,
+    res: ServerResponse,
+    target: { readonly path: string; readonly search: string },
+  ): Promise<void> | false;
   readonly assetsPath: string;
 }
 
@@ -310,9 +315,12 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
   }
 
   // Refusals answer as every plain route does (docs/contract.md, Routes); Node leaves the body out for HEAD.
-  function serveAsset(req: IncomingMessage, res: ServerResponse): Promise<void> | false {
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    if (!url.pathname.startsWith(assetsPath)) return false;
+  function serveAsset(
+    req: IncomingMessage,
+    res: ServerResponse,
+    target: { readonly path: string; readonly search: string },
+  ): Promise<void> | false {
+    if (!target.path.startsWith(assetsPath)) return false;
     const head = req.method === 'HEAD';
     if (req.method !== 'GET' && !head) {
       sendOAuthError(res, 405, WebhookErrorCode.METHOD_NOT_ALLOWED, `${req.method} is not allowed on an asset`, {
@@ -322,7 +330,7 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
     }
     let name: string;
     try {
-      name = decodeURIComponent(url.pathname.slice(assetsPath.length));
+      name = decodeURIComponent(target.path.slice(assetsPath.length));
     } catch {
       name = '';
     }
@@ -330,7 +338,7 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
       sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such asset');
       return Promise.resolve();
     }
-    return sendAsset(req, res, name, url.searchParams.get('v'));
+    return sendAsset(req, res, name, new URLSearchParams(target.search).get('v'));
   }
 
   return { servePage, serveAsset, assetsPath };

@@ -107,9 +107,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
           body = raw.toString('utf8');
         }
       }
-      const url = req.url ?? '/graphql';
-      const q = url.indexOf('?');
-      let search = q === -1 ? '' : url.slice(q);
+      let search = ctx.search;
       // Authenticated before the trusted documents are asked and the document is lexed (the token limit), parsed or
       // cached: a request without valid credentials is answered 401 whatever its body, learns nothing of the manifest
       // (which ids and hashes it holds), costs no lexing and leaves nothing behind; its 401 is answered by the path

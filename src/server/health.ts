@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WebhookErrorCode } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/index.js';
-import { requestIdOf, type Route } from './http.js';
+import { requestIdOf, requestTarget, type Route } from './http.js';
 import { sendJson, sendOAuthError } from './respond.js';
 
 /** How long /readyz waits for the store's answer (kubelet's probe gives up after 1 s unless told otherwise). */
@@ -95,7 +95,7 @@ export function healthRoutes(deps: {
  */
 export function startingHandler(why: () => string, said: () => string = why) {
   return (req: IncomingMessage, res: ServerResponse): void => {
-    const path = (req.url ?? '').split('?')[0];
+    const { path } = requestTarget(req.url);
     req.resume();
     const id = { 'x-request-id': requestIdOf(req) };
     if (path === '/healthz') return sendJson(res, 200, { status: 'ok' }, id);

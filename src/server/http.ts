@@ -13,6 +13,10 @@ export interface RouteContext {
   logs(level: 'debug' | 'info'): boolean;
   /** Capture groups of a RegExp route path. */
   params: string[];
+  /** The request target's path (`/graphql`), whatever the target's form: read once, by the router (requestTarget). */
+  readonly path: string;
+  /** The request target's query from its `?` (`?query=…`), or '' when it has none. */
+  readonly search: string;
   /** The app that sent the request, once a route has authenticated it: named on the request's log line (never its key). */
   app?: string | undefined;
 }
@@ -47,6 +51,31 @@ export function requestIdOf(req: IncomingMessage): string {
   return typeof incoming === 'string' && REQUEST_ID_RE.test(incoming) ? incoming : randomUUID();
 }
 
+/** The absolute form's scheme and authority (`http://host:4000`), before its path. */
+const ABSOLUTE_FORM = /^https?:\/\/[^/?#]*/i;
+
+/**
+ * A request target's path and query, whatever its form (RFC 9112 §3.2): the origin form (`/graphql?…`) as it is, the
+ * absolute form (`http://host/graphql?…`, which a server MUST accept, §3.2.2) without its scheme and authority. Every
+ * route, and what answers before the routes do (the WebSocket upgrade, the port while the gateway starts), reads the
+ * path here, so that each form reaches the same route.
+ */
+export function requestTarget(url = '/'): { path: string; search: string } {
+  const start = url.charCodeAt(0) === 0x2f ? 0 : (ABSOLUTE_FORM.exec(url)?.[0].length ?? 0);
+  const q = url.indexOf('?', start);
+  const end = q === -1 ? url.length : q;
+  // The absolute form's path may be empty (`http://host?x`): it is the origin's root (RFC 9112 §3.2.1).
+  return { path: start > 0 && end === start ? '/' : url.slice(start, end), search: q === -1 ? '' : url.slice(q) };
+}
+
+/** At most this many characters of a path are said back in a refusal: its size is the gateway's, not the client's. */
+const SHOWN_PATH_LENGTH = 200;
+
+/** A path as a refusal says it back: cut to SHOWN_PATH_LENGTH characters, with "…" where it was cut. */
+function shownPath(path: string): string {
+  return path.length > SHOWN_PATH_LENGTH ? `${path.slice(0, SHOWN_PATH_LENGTH)}…` : path;
+}
+
 /**
  * The request handler of the one HTTP port: a request id on every log line (taken from X-Request-Id
  * when it is sane), a route table, and a masked 500 for anything a route throws.
@@ -63,9 +92,7 @@ export function createRequestHandler(options: {
     arrivals.count += 1;
     const started = performance.now();
     const requestId = requestIdOf(req);
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const pathname = q === -1 ? url : url.slice(0, q);
+    const { path: pathname, search } = requestTarget(req.url);
 
     let route: Route | undefined;
     let params: string[] = [];
@@ -87,7 +114,7 @@ export function createRequestHandler(options: {
     if (!route?.writesRequestId) res.setHeader('x-request-id', requestId);
     const routeName = route?.name ?? (pathMatched ? 'method-not-allowed' : 'not-found');
     // The request's child logger is made on first use: most requests log nothing at the default level.
-    const context = new RequestContext(requestId, logger, routeName, params);
+    const context = new RequestContext(requestId, logger, routeName, params, pathname, search);
     res.on('finish', () => {
       const seconds = (performance.now() - started) / 1000;
       metrics.httpRequests.observe([routeName, String(res.statusCode)], seconds);
@@ -104,10 +131,14 @@ export function createRequestHandler(options: {
     });
     if (!route) {
       if (pathMatched)
-        sendOAuthError(res, 405, WebhookErrorCode.METHOD_NOT_ALLOWED, `${req.method} is not allowed on ${pathname}`, {
-          allow: allowedMethods(routes, pathname),
-        });
-      else sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, `no route for ${pathname}`);
+        sendOAuthError(
+          res,
+          405,
+          WebhookErrorCode.METHOD_NOT_ALLOWED,
+          `${req.method} is not allowed on ${shownPath(pathname)}`,
+          { allow: allowedMethods(routes, pathname) },
+        );
+      else sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, `no route for ${shownPath(pathname)}`);
       return;
     }
     const failed = (err: unknown): void => {
@@ -168,6 +199,8 @@ class RequestContext implements RouteContext {
     private readonly base: Logger,
     private readonly route: string,
     readonly params: string[],
+    readonly path: string,
+    readonly search: string,
   ) {}
 
   get logger(): Logger {

@@ -70,9 +70,15 @@ const REFUSALS: ReadonlyMap<string, readonly [code: string, message: string]> = 
   ['Missing body', [ErrorCode.BAD_REQUEST, 'the request has no body']],
   ['JSON body must be an object', [ErrorCode.BAD_REQUEST, 'the body must be a JSON object']],
   ['Missing query', [ErrorCode.BAD_REQUEST, 'the request names no query']],
-  ['Invalid query', [ErrorCode.BAD_REQUEST, 'query must be a string']],
-  ['Invalid variables', [ErrorCode.BAD_REQUEST, 'variables must be a JSON object']],
-  ['Invalid extensions', [ErrorCode.BAD_REQUEST, 'extensions must be a JSON object']],
+  // A GET's (a POST's body is checked before graphql-sse reads it: postBodyRefusal), in GET /graphql's words.
+  [
+    'Invalid variables',
+    [ErrorCode.BAD_REQUEST, 'The variables search parameter should contain a JSON-encoded object.'],
+  ],
+  [
+    'Invalid extensions',
+    [ErrorCode.BAD_REQUEST, 'The extensions search parameter should contain a JSON-encoded object.'],
+  ],
   [
     'Stream not found',
     [ErrorCode.NOT_FOUND, `no reserved stream has this token (${STREAM_TOKEN_HEADER}): reserve one with PUT`],
@@ -99,6 +105,33 @@ const REFUSALS: ReadonlyMap<string, readonly [code: string, message: string]> = 
     [ErrorCode.BAD_REQUEST, 'a mutation cannot be sent with GET: send it with POST'],
   ],
 ]);
+
+/**
+ * A POST body's field that is not of its type, in the words POST /graphql answers it with (Apollo Server's
+ * runHttpQuery, which checks the fields in this order), or null. graphql-sse checks the query, the variables and the
+ * extensions in words of its own, and the operationName not at all: a number there was read as no name, and the request
+ * was refused as a document of several operations. test/server/sse-bad-requests.test.ts asks both routes, so that a
+ * change of Apollo's words shows.
+ */
+function postBodyRefusal(body: Params): string | null {
+  const { query, variables, extensions, operationName } = body;
+  const object = (value: unknown) => typeof value === 'object' && !Array.isArray(value);
+  if (query != null && typeof query !== 'string') return 'GraphQL queries must be strings.';
+  for (const [name, value] of [
+    ['variables', variables],
+    ['extensions', extensions],
+  ] as const)
+    if (typeof value === 'string')
+      return `\`${name}\` in a POST body should be provided as an object, not a recursively JSON-encoded string.`;
+  if (extensions != null && !object(extensions)) return '`extensions` in a POST body must be an object if provided.';
+  if (variables != null && !object(variables)) return '`variables` in a POST body must be an object if provided.';
+  if (operationName != null && typeof operationName !== 'string')
+    return '`operationName` in a POST body must be a string if provided.';
+  return null;
+}
+
+/** The methods graphql-sse takes (its 405's Allow): GET, POST (an operation), PUT (reserve), DELETE (stop). */
+const SSE_METHODS = ['GET', 'POST', 'PUT', 'DELETE'];
 
 /** What graphql-sse answers with no body at all, by its status. */
 const BARE_REFUSALS: ReadonlyMap<number, readonly [code: string, message: string]> = new Map([
@@ -179,7 +212,14 @@ interface Reservation {
  */
 type EventIds = (string | undefined)[];
 
-type Params = { query?: unknown; documentId?: unknown; extensions?: unknown; [k: string]: unknown };
+type Params = {
+  query?: unknown;
+  documentId?: unknown;
+  extensions?: unknown;
+  variables?: unknown;
+  operationName?: unknown;
+  [k: string]: unknown;
+};
 
 /**
  * Subscriptions (and queries and mutations) over Server-Sent Events on /graphql/stream, with graphql-sse: its
@@ -490,10 +530,17 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       return;
     }
     ctx.app = auth.caller.app;
+    // A method the route does not take is refused as graphql-sse refuses it when a reserved stream is named (405 with
+    // Allow): graphql-sse answers one that names no stream as a token that names none (404), or as an event stream's
+    // operation in a body of no media type it reads (415).
+    if (!SSE_METHODS.includes(req.method ?? '')) {
+      sendJson(res, 405, protocolRefusal(405, null, false)!.body, { allow: SSE_METHODS.join(', ') });
+      return;
+    }
     const accept = req.headers.accept ?? '*/*';
     const named =
       (req.headers[STREAM_TOKEN_HEADER] as string | undefined) ??
-      new URL(req.url ?? '/', 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM) ??
+      new URLSearchParams(ctx.search).get(STREAM_TOKEN_PARAM) ??
       undefined;
     const theirs = named === undefined ? undefined : reservations.get(named);
     // Another app's reserved stream is, for this caller, a token that names no stream (src/auth/tenancy.ts): every
@@ -597,9 +644,16 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         });
         return;
       }
+      const refused = parsed === null ? null : postBodyRefusal(parsed as Params);
+      if (refused !== null) {
+        sendJson(res, 400, { errors: [{ message: refused, extensions: { code: ErrorCode.BAD_REQUEST } }] });
+        return;
+      }
       body = parsed === null ? null : admit(parsed as Params, context);
     }
-    const url = req.method === 'GET' ? admitSearch(req.url ?? SSE_PATH, context) : (req.url ?? SSE_PATH);
+    // graphql-sse reads the request's operation (GET) and its reserved stream's operation id (DELETE) from the query.
+    const target = `${ctx.path}${ctx.search}`;
+    const url = req.method === 'GET' ? admitSearch(target, context) : target;
 
     // An operation over SSE continues the app's traceparent: graphql-sse executes it inside this call.
     const [responseBody, init] = await options.tracing.withParent(req.headers, () =>

@@ -72,8 +72,9 @@ const BROWSER_ACCEPT =
 
 function startServer(handler: GraphiqlHandler): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {
-    if (handler.serveAsset(req, res)) return;
-    const { pathname } = new URL(req.url ?? '/', 'http://localhost');
+    // This router resolves dot segments before it routes (WHATWG URL), and hands the asset handler the path it read.
+    const { pathname, search } = new URL(req.url ?? '/', 'http://localhost');
+    if (handler.serveAsset(req, res, { path: pathname, search })) return;
     if (pathname === '/graphql' && (req.method === 'GET' || req.method === 'HEAD') && prefersHtml(req.headers.accept)) {
       void handler.servePage(req, res);
       return;

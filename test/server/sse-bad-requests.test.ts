@@ -185,3 +185,81 @@ describe('an SSE POST whose Content-Type is not JSON', () => {
     expect((await gw.graphql('{ __typename }', {}, { key: KEY })).data).toEqual({ __typename: 'Query' });
   });
 });
+
+// A field of the wrong type is refused over SSE in the words POST /graphql (GET /graphql for a GET's query string)
+// refuses it with, naming the field: an operationName that is no string read as no name, and was refused as a document
+// of several operations (OPERATION_RESOLUTION_FAILURE), which a one-operation document is not.
+describe('an SSE request whose field is of the wrong type', () => {
+  const graphqlAnswer = async (method: 'GET' | 'POST', search: string, body: string | undefined) => {
+    const res = await request(`${gw.url}/graphql${search}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${KEY}`,
+        ...(body === undefined ? { 'apollo-require-preflight': 'true' } : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body }),
+    });
+    return { status: res.statusCode, body: await res.body.json() };
+  };
+  const typename = encodeURIComponent('{ __typename }');
+
+  it.each([
+    ['operationName a number', 'POST', '', '{"query":"{ __typename }","operationName":5}'],
+    ['operationName an object', 'POST', '', '{"query":"query a { __typename }","operationName":{}}'],
+    ['query a number', 'POST', '', '{"query":5}'],
+    ['variables a number', 'POST', '', '{"query":"{ __typename }","variables":5}'],
+    ['variables a list', 'POST', '', '{"query":"{ __typename }","variables":[]}'],
+    ['variables a string', 'POST', '', '{"query":"{ __typename }","variables":"{}"}'],
+    ['extensions a number', 'POST', '', '{"query":"{ __typename }","extensions":5}'],
+    ['extensions a string', 'POST', '', '{"query":"{ __typename }","extensions":"{}"}'],
+    ['GET, variables a number', 'GET', `?query=${typename}&variables=5`, undefined],
+    ['GET, extensions a list', 'GET', `?query=${typename}&extensions=%5B%5D`, undefined],
+  ] as const)('%s: 400 BAD_REQUEST in the words of /graphql', async (_name, method, search, body) => {
+    const expected = await graphqlAnswer(method, search, body);
+    expect(expected.status).toBe(400);
+    const res = await request(`${gw.url}/graphql/stream${search}`, {
+      method,
+      headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body }),
+    });
+    expect(res.statusCode).toBe(400);
+    expect(await res.body.json()).toEqual(expected.body);
+    expect((await gw.graphql('{ __typename }', {}, { key: KEY })).data).toEqual({ __typename: 'Query' });
+  });
+
+  it('operationName null is no name: the one operation runs', async () => {
+    const res = await request(`${gw.url}/graphql/stream`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: '{"query":"{ __typename }","operationName":null}',
+    });
+    expect(res.statusCode).toBe(200);
+    expect(await res.body.text()).toContain('{"data":{"__typename":"Query"}}');
+  });
+});
+
+// A method the route does not take is refused 405 with Allow, whether the request names a reserved stream or not, and
+// whatever it accepts: not 404 "no stream named", nor 415 as an event stream's operation in an unread body.
+describe('an SSE request with a method the route does not take', () => {
+  it.each([
+    ['PATCH naming no stream', 'PATCH', {}],
+    ['PATCH naming no stream, accepting an event stream', 'PATCH', { accept: 'text/event-stream' }],
+    ['OPTIONS naming no stream', 'OPTIONS', {}],
+    ['PATCH naming a token', 'PATCH', { 'x-graphql-event-stream-token': 'zz' }],
+  ] as const)('%s: 405 with Allow', async (_name, method, extra) => {
+    const res = await request(`${gw.url}/graphql/stream`, {
+      method,
+      headers: { authorization: `Bearer ${KEY}`, ...extra },
+    });
+    expect(res.statusCode).toBe(405);
+    expect(res.headers.allow).toBe('GET, POST, PUT, DELETE');
+    expect(await res.body.json()).toEqual({
+      errors: [
+        {
+          message: 'this method is not allowed on /graphql/stream: GET, POST, PUT (reserve) or DELETE (stop)',
+          extensions: { code: 'BAD_REQUEST' },
+        },
+      ],
+    });
+  });
+});

@@ -305,7 +305,7 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
           }
         }
 
-        const url = `http://${req.headers.host ?? 'localhost'}${req.url ?? '/mcp'}`;
+        const url = `http://${req.headers.host ?? 'localhost'}${ctx.path}${ctx.search}`;
         const headers = new Headers();
         for (const [name, value] of Object.entries(req.headers)) {
           // The app's credentials stay here: the SDK gets the authenticated caller, never the token.

@@ -11,8 +11,10 @@ import type {
   ResourceLink,
   ResourceTemplateType,
 } from '@modelcontextprotocol/server';
+import type { GraphQLFormattedError } from 'graphql';
 
 import type { Caller } from '../../auth/caller.js';
+import { ErrorCode } from '../../errors.js';
 import { EVENT_KINDS as KINDS } from '../../events/kinds.js';
 import type { Pipeline } from '../../execution/pipeline.js';
 import { mcpSdk } from './sdk.js';
@@ -269,8 +271,15 @@ export class McpResources {
       const first = errors[0]!;
       const scope = first.extensions?.scope;
       const retryAfter = first.extensions?.retryAfter;
-      // A refusal (scope, rate limit, cost) is said as it is; it depends on the caller, never on whose the id is.
       const { ProtocolError, ProtocolErrorCode } = mcpSdk();
+      // The read's variables hold nothing but the id in the URI: a refusal of its input is one of the URI the client
+      // sent, a bad param (-32602), said of that id, not of the read's variable, which the client never sent.
+      if (first.extensions?.code === ErrorCode.BAD_USER_INPUT)
+        throw new ProtocolError(ProtocolErrorCode.InvalidParams, `${uri}: its id ${reasonOf(first)}`, {
+          uri,
+          code: ErrorCode.BAD_USER_INPUT,
+        });
+      // A refusal (scope, rate limit, cost) is said as it is; it depends on the caller, never on whose the id is.
       throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `${uri}: ${first.message}`, {
         uri,
         code: codeOf(first),
@@ -305,6 +314,19 @@ export class McpResources {
       for (const off of offs.splice(0)) off();
     };
   }
+}
+
+/**
+ * Why an input was refused, without the field it names (`extensions.field`): what follows the field where the message
+ * opens with it, as a resolver's refusal (`externalIds[0]: must not be empty`, src/errors.ts badUserInput) and the
+ * pipeline's of unsound variables (`Variable "$id" must not contain …; nothing was run`) do.
+ */
+function reasonOf(error: GraphQLFormattedError): string {
+  const field = error.extensions?.field;
+  if (typeof field === 'string')
+    for (const named of [`${field}: `, `Variable "$${field}" `])
+      if (error.message.startsWith(named)) return error.message.slice(named.length).replace(/; nothing was run$/, '');
+  return 'is not one this gateway takes';
 }
 
 /**
