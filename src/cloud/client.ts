@@ -235,8 +235,11 @@ export class CloudClient {
       refusal.mayHaveApplied = err.mayHaveApplied;
       throw refusal;
     }
+    // The id is read from the answer as it came: the masking below replaces the request's passwords wherever a text
+    // of the answer quotes them, and a short password ("-", "4") is inside every UUID, which would then read as
+    // another id (spec, Resources: the ids are taken from the creation responses and reused).
+    const id = this.answers.createdId(res.body);
     let response = scrubResponse(res.body, body);
-    const id = this.answers.createdId(response);
     if (!id) {
       // Kept and shown to the app: an echo of the Authorization header would keep the gateway's token in clear.
       response = masked(response, this.tokens.held());
