@@ -4,6 +4,7 @@
 //
 // What the spec leaves open and the sandbox decides:
 // - a workflow is known unless its id starts with `unknown` (then 404 WORKFLOW_NOT_FOUND);
+// - a request field the spec's table does not name (but the superseded `workflowPreferences`) is a 400 naming it;
 // - an `Idempotency-Key` header, when sent, replays the first 202 for the same body (409 for another body);
 // - the link is served by the sandbox itself: GET /i/<idShort> is a small HTML page (410 once expired);
 // - errors are `{ code, message }`;
@@ -35,6 +36,17 @@ export const IDENTIFICATIONS_PATH = '/api/v2/identifications/workflow-instances'
 export const SANDBOX_IDENTIFICATION_TOKEN = 'sandbox-identification-token';
 /** Spec, Limits. */
 const MAX_LIFETIME_MINUTES = 195;
+/**
+ * Spec, "Identification request body": its four fields, and `workflowPreferences`, the older detailed configuration the
+ * spec names as superseded by workflow settings (an older integration may still send it).
+ */
+const REQUEST_FIELDS: ReadonlySet<string> = new Set([
+  'workflowId',
+  'applicantExternalId',
+  'linkLifetimeInMinutes',
+  'redirectUrl',
+  'workflowPreferences',
+]);
 /** The link's lifetime when the request gives none (the spec does not say; the sandbox's choice). */
 const DEFAULT_LIFETIME_MINUTES = 60;
 
@@ -161,6 +173,11 @@ export async function startIdentificationSandbox(
 
   function create(body: unknown): ApiAnswer {
     if (!isPlainObject(body)) throw new ApiError(400, 'BAD_REQUEST', 'body must be a JSON object');
+    // Spec, Errors: 400 for a body that is invalid. A name the request table does not list is a misspelt field, which a
+    // platform that dropped it would leave the client believing was applied: refused, naming it.
+    const unknown = Object.keys(body).filter((name) => !REQUEST_FIELDS.has(name));
+    if (unknown.length > 0)
+      throw new ApiError(400, 'BAD_REQUEST', `unknown field ${unknown.map((n) => JSON.stringify(n)).join(', ')}`);
     const { workflowId, applicantExternalId, linkLifetimeInMinutes, redirectUrl } = body;
     if (workflowId === undefined || workflowId === null)
       throw new ApiError(400, 'BAD_REQUEST', 'workflowId is required');

@@ -54,11 +54,30 @@ describe('identification sandbox', () => {
     [{ workflowId: 'wf', linkLifetimeInMinutes: 1.5 }, 400],
     [{ workflowId: 'wf', redirectUrl: 'not a url' }, 400],
     [{ workflowId: 'unknown-wf' }, 404],
+    // A field the spec's request table does not name is a misspelt one (`redirectURL`, `linkLifetime`): refused, so that
+    // a gateway sending a wrong name fails its tests instead of having the field dropped without a word.
+    [{ workflowId: 'wf', redirectURL: 'https://shop.example/done' }, 400],
+    [{ workflowId: 'wf', linkLifetime: 30 }, 400],
   ])('answers %j with %i', async (body, status) => {
     const { url, auth } = await start();
     const res = await post(url, body, auth);
     expect(res.status).toBe(status);
     expect(res.body).toMatchObject({ code: expect.any(String), message: expect.any(String) });
+  });
+
+  it('names the unknown field it refuses, and takes every field of the request table and workflowPreferences', async () => {
+    const { url, auth } = await start();
+    const refused = await post(url, { workflowId: 'wf', redirectURL: 'https://shop.example/done' }, auth);
+    expect(refused.body.message).toMatch(/redirectURL/);
+    const full = {
+      workflowId: 'wf',
+      applicantExternalId: 'customer-42',
+      linkLifetimeInMinutes: 30,
+      redirectUrl: 'https://shop.example/done',
+    };
+    expect((await post(url, full, auth)).status).toBe(202);
+    // The superseded detailed configuration the spec still names ("Workflow blocks"): an older integration's.
+    expect((await post(url, { workflowId: 'wf', workflowPreferences: { bio: {} } }, auth)).status).toBe(202);
   });
 
   it('replays the first answer for a repeated Idempotency-Key and refuses it for another body', async () => {
