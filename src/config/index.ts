@@ -44,6 +44,9 @@ export const SECRET_VARS: ReadonlySet<string> = new Set([
   'TOKEN_ENCRYPTION_KEY',
   'CLOUD_API_CREDENTIALS',
   'CLOUD_API_TOKEN',
+  'VERIFICATION_API_TOKEN',
+  'IDENTIFICATION_API_TOKEN',
+  'IDENTIFICATION_PRODLIKE_API_TOKEN',
   'GATEWAY_API_KEYS',
   'OPERATOR_API_KEYS',
   'MOBILEID_NOTIFICATION_TOKENS',
@@ -111,6 +114,21 @@ const optionalString = z
   .transform((s) => s.trim())
   .optional()
   .transform((s) => (s ? s : undefined));
+/**
+ * A token the gateway sends as `Authorization: Bearer <token>` (the specs' ACCESS_TOKEN, a JWT for the cloud and the
+ * verification interface): the token alone, the blanks around it dropped. An RFC 6750 bearer token holds no blank, so
+ * a value with one inside, such as the token written after its scheme as a curl line shows it ("Bearer eyJ…"), would
+ * go out as a header no upstream takes (`Bearer Bearer eyJ…`), and every call would fail as unauthenticated.
+ */
+const bearerToken = optionalString.superRefine((token, ctx) => {
+  if (token === undefined || !/\s/.test(token)) return;
+  ctx.addIssue({
+    code: 'custom',
+    message: /^bearer\s/i.test(token)
+      ? 'give the token alone, without "Bearer ": the gateway sends Authorization: Bearer <token> itself'
+      : 'a bearer token has no blank or line break inside (RFC 6750)',
+  });
+});
 const httpUrl = z
   .string()
   .trim()
@@ -529,8 +547,8 @@ const VARS = {
   ),
   CLOUD_API_URL: declare(baseUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
   CLOUD_API_TOKEN: declare(
-    optionalString,
-    'Service-account token for the cloud API (the authorization step is then skipped).',
+    bearerToken,
+    'Service-account token for the cloud API (the authorization step is then skipped): the token alone, sent as Authorization: Bearer <token>; a value with a blank inside ("Bearer eyJ…") stops start-up.',
     '(unset)',
   ),
   CLOUD_API_CREDENTIALS: declare(
@@ -571,8 +589,8 @@ const VARS = {
   ),
   VERIFICATION_API_URL: declare(baseUrl, 'Base URL of the verification interface.', '(unset: see SANDBOX_UPSTREAMS)'),
   VERIFICATION_API_TOKEN: declare(
-    optionalString,
-    'JWT bearer token for the verification interface (and the rfm check beside it); required when VERIFICATION_API_URL is set.',
+    bearerToken,
+    'JWT bearer token for the verification interface (and the rfm check beside it); required when VERIFICATION_API_URL is set. The token alone: a value with a blank inside ("Bearer eyJ…") stops start-up.',
     '(unset)',
   ),
   IDENTIFICATION_API_URL: declare(
@@ -586,12 +604,12 @@ const VARS = {
     '(unset: PRODLIKE refused, or simulated with identification)',
   ),
   IDENTIFICATION_API_TOKEN: declare(
-    optionalString,
-    'Bearer token for the identification interface; required when IDENTIFICATION_API_URL is set.',
+    bearerToken,
+    'Bearer token for the identification interface; required when IDENTIFICATION_API_URL is set. The token alone: a value with a blank inside ("Bearer …") stops start-up.',
     '(unset)',
   ),
   IDENTIFICATION_PRODLIKE_API_TOKEN: declare(
-    optionalString,
+    bearerToken,
     'Bearer token for the pre-production-like identification interface (environment PRODLIKE). Unset: the production token IDENTIFICATION_API_TOKEN is sent there too.',
     '(unset: IDENTIFICATION_API_TOKEN)',
   ),

@@ -438,3 +438,50 @@ describe('DATABASE_URL naming a certificate or key file', () => {
     },
   );
 });
+
+// Specs: the gateway sends `Authorization: Bearer <ACCESS_TOKEN>` to each upstream, the token a JWT for the cloud and
+// the verification interface. A token configured with its scheme ("Bearer eyJ…", as a curl line shows it) or with a
+// blank inside went on the wire as `Bearer Bearer eyJ…`, which no upstream takes: every call failed with
+// UPSTREAM_UNAUTHENTICATED, the start-up saying nothing. An RFC 6750 bearer token holds no blank.
+describe('an upstream bearer token written with its scheme or a blank inside', () => {
+  const REAL = {
+    ...KEYS,
+    CLOUD_API_URL: 'https://cloud.example',
+    VERIFICATION_API_URL: 'https://verification.example/product/2.0',
+    IDENTIFICATION_API_URL: 'https://identification.example/2.0',
+    IDENTIFICATION_PRODLIKE_API_URL: 'https://identification-prodlike.example/2.0',
+    SANDBOX_UPSTREAMS: 'mobile-id',
+    CLOUD_API_TOKEN: 'eyJ.cloud.token',
+    VERIFICATION_API_TOKEN: 'eyJ.verification.token',
+    IDENTIFICATION_API_TOKEN: 'identification-token',
+  };
+
+  it.each([
+    'CLOUD_API_TOKEN',
+    'VERIFICATION_API_TOKEN',
+    'IDENTIFICATION_API_TOKEN',
+    'IDENTIFICATION_PRODLIKE_API_TOKEN',
+  ])('%s="Bearer …" stops start-up, naming the variable and saying to give the token alone', (variable) => {
+    const err = refusal({ ...REAL, [variable]: 'Bearer eyJ.the.token' });
+    expect(err?.variable).toBe(variable);
+    expect(err?.message).toContain('the token alone');
+    expect(err?.message).not.toContain('eyJ.the.token');
+  });
+
+  it.each(['eyJ.the token', 'eyJ.the\ttoken'])('%j (a blank inside) stops start-up, naming the variable', (token) => {
+    const err = refusal({ ...REAL, CLOUD_API_TOKEN: token });
+    expect(err?.variable).toBe('CLOUD_API_TOKEN');
+    expect(err?.message).toContain('no blank');
+    expect(err?.message).not.toContain('eyJ.the');
+  });
+
+  it('takes a token with blanks around it, without them, and a token that only starts with the word', () => {
+    const config = loadConfig({
+      ...REAL,
+      CLOUD_API_TOKEN: '  eyJ.cloud.token  ',
+      IDENTIFICATION_API_TOKEN: 'Bearerish',
+    });
+    expect(config.cloud.token).toBe('eyJ.cloud.token');
+    expect(config.identification.token).toBe('Bearerish');
+  });
+});
