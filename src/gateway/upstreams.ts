@@ -91,6 +91,17 @@ export async function startUpstreams(
   deps.onClose(() => sandbox.close());
 
   const { metrics, logger } = deps;
+  // Spec, Events 1: the verification interface POSTs its result to the callbackUrl the gateway hands it. Unset,
+  // PUBLIC_URL is the address the gateway listens on, which an interface on another host cannot reach: each
+  // registration would be accepted and its result never delivered. Said once, here, where the table is known.
+  if (!table.verification.sandbox && config.publicUrl === undefined) {
+    const host = new URL(table.verification.url).hostname;
+    if (!isLoopbackHost(host))
+      logger.warn(
+        { upstream: 'verification', host },
+        `PUBLIC_URL is unset: the verification interface at ${host} is handed the callbackUrl <listening address>/webhooks/verification/<token>, which another host cannot reach; set PUBLIC_URL to the address it reaches this gateway at`,
+      );
+  }
   const circuits = new Map<string, CircuitBreaker | null>();
   const circuitEvents = {
     transition(upstream: string, from: BreakerState, to: BreakerState) {
@@ -266,4 +277,10 @@ function cloudSandboxShape(config: Config, logger: Logger): CloudResponseShape {
       `cloud sandbox answers in random shape ${mode.name} (SANDBOX_CLOUD_SHAPE_SEED=${seed} repeats it)`,
     );
   return mode.shape;
+}
+
+/** Whether a URL's hostname names this host: localhost, 127.0.0.0/8 or ::1, as URL writes them. */
+function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase();
+  return h === 'localhost' || h.endsWith('.localhost') || /^127\.\d+\.\d+\.\d+$/.test(h) || h === '[::1]';
 }

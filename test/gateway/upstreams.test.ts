@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { startVerificationSandbox, type VerificationSandbox } from '../../src/sandbox/verification.js';
-import { gatewaysPerTest, tempDataDir } from '../helpers/gateway.js';
+import { gatewaysPerTest, logLines, tempDataDir } from '../helpers/gateway.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const start = gatewaysPerTest();
@@ -101,5 +101,33 @@ describe('the rfm check beside a real verification interface', () => {
     const calls = real.requests.filter((r) => r.path === '/api/v1/rfm/is-in-catalog');
     expect(calls.map((r) => r.headers.authorization)).toEqual(['Bearer operator-jwt']);
     expect(gw.gateway.sandbox.verification).toBeNull();
+  });
+});
+
+// Spec, Events 1: the verification service POSTs its result to the callbackUrl the client gave. Without PUBLIC_URL the
+// gateway hands out its own listening address (http://127.0.0.1:<port>/webhooks/verification/<token>), which an
+// interface on another host can never reach: every registration with a callback is then accepted and never completed.
+describe('PUBLIC_URL unset beside a real verification interface', () => {
+  const REMOTE = {
+    GATEWAY_API_KEYS: 'app-key',
+    VERIFICATION_API_URL: 'http://verification.example:9/product/2.0',
+    VERIFICATION_API_TOKEN: 'operator-jwt',
+    SANDBOX_UPSTREAMS: 'cloud,identification,rfm,mobile-id',
+  };
+  const warnings = (gw: Awaited<ReturnType<typeof start>>) =>
+    logLines<{ level: number; msg: string }>(gw, (l) => l.level === 40 && l.msg.includes('PUBLIC_URL'));
+
+  it('is said at start-up, once, naming the variable and the interface', async () => {
+    const gw = await start(REMOTE);
+    const said = warnings(gw);
+    expect(said).toHaveLength(1);
+    expect(said[0]!.msg).toContain('verification.example');
+    expect(said[0]!.msg).toContain('/webhooks/verification/');
+  });
+
+  it('is not said with PUBLIC_URL set, nor for an interface on this host', async () => {
+    expect(warnings(await start({ ...REMOTE, PUBLIC_URL: 'https://gw.example' }))).toEqual([]);
+    expect(warnings(await start({ ...REMOTE, VERIFICATION_API_URL: 'http://127.0.0.1:9/verify' }))).toEqual([]);
+    expect(warnings(await start({ ...REMOTE, VERIFICATION_API_URL: 'http://localhost:9/verify' }))).toEqual([]);
   });
 });
