@@ -48,7 +48,7 @@ function shownLine(text: string): string {
 export interface PlannableOperation {
   /** The tool's name, stored with the plan. */
   readonly name: string;
-  /** The document's text as read at start-up. */
+  /** The document's text in the manifest the tool was made from (at start-up or the last reload). */
   readonly text: string;
   readonly operationName: string | undefined;
   /** A trusted document's id (a plan checks the manifest's text of it now), or null for a built-in operation. */
@@ -108,7 +108,7 @@ export interface AgentWorkflowOptions {
   readonly approveUrl: (planId: string) => string;
   /**
    * A trusted document's text in the manifest as it is now (a reload may change it), or undefined when it left: the
-   * tools list the manifest read at start-up, but a plan runs only the exact text it was made from.
+   * tools are made again after a reload, but a plan made before it runs only the exact text it was made from.
    */
   readonly documentNow: (documentId: string) => string | undefined;
   /** The exact upstream requests a plan's document would send (src/agents/dry-run.ts AgentDryRun.run). */
@@ -321,16 +321,24 @@ export class AgentWorkflow {
     }
     const document = plan.document ?? current;
     const worked = await this.work(op, current, plan.variables, caller);
-    if (!('hash' in worked)) return { kind: 'unplannable', why: worked };
-    if (current !== document || worked.hash !== plan.hash || (plan.approval && plan.approval.hash !== worked.hash)) {
+    // A text that changed refuses the plan whatever working it out now gives: the plan's input may not even fit the
+    // new text (a reload that changed its variables), and an answer about that input would be no help.
+    const textChanged = current !== document;
+    if (!('hash' in worked) && !textChanged) return { kind: 'unplannable', why: worked };
+    const newHash = 'hash' in worked ? worked.hash : null;
+    if (textChanged || newHash !== plan.hash || (plan.approval && plan.approval.hash !== newHash)) {
+      const now =
+        newHash === null
+          ? `its trusted document changed, and its input no longer fits the new text`
+          : `its requests now hash to ${newHash}, not ${plan.hash}`;
       return refuseAudited(
-        `the plan changed since it was made or approved: hash ${plan.hash} is now ${worked.hash}; nothing was sent`,
-        `plan ${plan.id} changed since it was made or approved (its requests now hash to ${worked.hash}, not ${plan.hash}); nothing was sent. Make a new plan and have it approved.`,
+        `the plan changed since it was made or approved: hash ${plan.hash} is now ${newHash ?? 'none (its input no longer fits its document)'}; nothing was sent`,
+        `plan ${plan.id} changed since it was made or approved (${now}); nothing was sent. Make a new plan and have it approved.`,
         {
           planId: plan.id,
           code: 'PLAN_CHANGED',
           hash: plan.hash,
-          newHash: worked.hash,
+          newHash,
         },
       );
     }

@@ -147,8 +147,8 @@ export class LiveConfiguration {
     return this.snapshot.configured;
   }
 
-  /** The trusted documents as read at start-up (MCP lists its tools from them). */
-  readonly startTrusted = (): TrustedDocuments | undefined => this.snapshot.trusted;
+  /** The trusted documents in force: those read at start-up, or at the last reload (MCP makes its tools of them). */
+  readonly trustedDocuments = (): TrustedDocuments | undefined => this.snapshot.trusted;
 
   /** The admission of trusted documents, through the running manifest; undefined when TRUSTED_DOCUMENTS is off. */
   trustedAdmission(): { admit: TrustedDocuments['admit'] } | undefined {

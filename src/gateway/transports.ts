@@ -13,7 +13,7 @@ import { everyUpstreamSandboxed, type Config } from '../config/index.js';
 import { WebhookErrorCode } from '../errors.js';
 import type { PostgresBus } from '../events/postgres-bus.js';
 import type { GraphQLContext } from '../graphql/context.js';
-import type { Logger } from '../logger.js';
+import { logUnexpected, type Logger } from '../logger.js';
 import type { PauseAt } from '../phases.js';
 import { approvalsRoutes } from '../server/approvals.js';
 import { DEFAULT_QUERY, graphiqlExamples } from '../server/graphiql-examples.js';
@@ -261,8 +261,9 @@ function mcpTransport(
   const surface = buildSurface({
     schema,
     pipeline,
-    // The manifest's operations as read at start-up: a reload changes what runs, not the tools listed (decision 057).
-    manifest: live.startTrusted()?.documents(),
+    // The manifest in force: the tools are made again after each reload (below), so that they list, and plan, the
+    // documents that run.
+    manifest: () => live.trustedDocuments()?.documents(),
     builtIn: config.trustedDocuments.mode !== 'enforce',
     mcp: config.mcp,
     approvals:
@@ -304,18 +305,38 @@ function mcpTransport(
     // A waiting wait_for_events is one of its app's live subscriptions (APP_LIVE_SUBSCRIPTIONS), as a listen is.
     live: services.liveSubscriptions,
   });
-  if (surface.skipped.length > 0) {
-    logger.warn(
-      { tools: surface.skipped },
-      'MCP leaves out the operations the GraphQL limits refuse: raise the limits named to offer them as tools',
-    );
-  }
-  if (surface.unplanned.length > 0) {
-    logger.warn(
-      { tools: surface.unplanned },
-      'MCP_MUTATIONS=approve does not offer the mutations that cannot be planned: an approval must show what is sent',
-    );
-  }
+  const warnLeftOut = () => {
+    if (surface.skipped.length > 0) {
+      logger.warn(
+        { tools: surface.skipped },
+        "MCP leaves out the operations the GraphQL limits refuse, and those named as one of the gateway's own tools: " +
+          'raise the limits named, or rename the operation, to offer them as tools',
+      );
+    }
+    if (surface.unplanned.length > 0) {
+      logger.warn(
+        { tools: surface.unplanned },
+        'MCP_MUTATIONS=approve does not offer the mutations that cannot be planned: an approval must show what is sent',
+      );
+    }
+  };
+  warnLeftOut();
+  // A reload may have changed the manifest: the tools follow it, and what they leave out is logged again. Should
+  // making them fail, the tools made before are kept: a plan of a changed document is then refused as changed.
+  live.onReloaded(() => {
+    try {
+      const { missing } = surface.reload();
+      warnLeftOut();
+      if (missing.length > 0) {
+        logger.warn(
+          { toolsets: missing },
+          'MCP_TOOLSETS names tools the reloaded trusted documents no longer make: those toolsets offer the rest',
+        );
+      }
+    } catch (err) {
+      logUnexpected(logger, err, {}, 'unexpected error making the MCP tools of the reloaded trusted documents');
+    }
+  });
   const publicHost = config.publicUrl ? new URL(config.publicUrl).hostname : null;
   const host = parts.options.host;
   return mcpRoutes({

@@ -104,8 +104,12 @@ export class Approvals {
     };
   }
 
-  /** execute_plan(planId): runs an approved plan once, or asks the person for the approval, or refuses. */
-  executeTool(tools: ReadonlyMap<string, OperationTool>): McpTool {
+  /**
+   * execute_plan(planId): runs an approved plan once, or asks the person for the approval, or refuses. `tools`: the
+   * tools offered now; `offered`: every creation tool offered since start-up, as last made, for a plan of one that a
+   * reload took away (its document left the manifest: the workflow refuses it as changed).
+   */
+  executeTool(tools: ReadonlyMap<string, OperationTool>, offered: ReadonlyMap<string, OperationTool>): McpTool {
     return {
       name: 'execute_plan',
       title: 'Execute an approved plan',
@@ -134,12 +138,12 @@ export class Approvals {
               message: 'execute_plan runs plans of creation tools, none of which this app may call; nothing was sent',
               scope: undefined,
             },
-      call: (args, call) => this.execute(tools, args, call),
+      call: (args, call) => this.execute((name) => tools.get(name) ?? offered.get(name), args, call),
     };
   }
 
   private async execute(
-    tools: ReadonlyMap<string, OperationTool>,
+    toolOf: (name: string) => OperationTool | undefined,
     args: Record<string, unknown>,
     call: ToolCall,
   ): Promise<ToolResult> {
@@ -162,7 +166,7 @@ export class Approvals {
       return toolError(`no plan ${planId} of this app; nothing was sent`, {
         errors: [{ code: 'NOT_FOUND', argument: 'planId' }],
       });
-    const tool = tools.get(plan.tool);
+    const tool = toolOf(plan.tool);
     if (!tool)
       return toolError(`plan ${plan.id} is for ${plan.tool}, which this endpoint no longer offers; nothing was sent`, {
         errors: [{ code: 'NOT_FOUND' }],

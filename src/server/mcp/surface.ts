@@ -1,7 +1,8 @@
-// What the MCP endpoint offers, built once at start-up (docs/decisions/060). This is the one place where tools are
-// registered: the operation tools (built-in and trusted documents), the approval tools of MCP_MUTATIONS=approve, the
-// operator's read-only `execute`, the toolsets of MCP_TOOLSETS, and the resources (the SDL, the catalog, and the event
-// log's verifications, identifications, mobile-ID authentications and provisionings) with `wait_for_events`.
+// What the MCP endpoint offers (docs/decisions/060), built at start-up, its trusted documents' tools made again after
+// each reload. This is the one place where tools are registered: the operation tools (built-in and trusted documents),
+// the approval tools of MCP_MUTATIONS=approve, the operator's read-only `execute`, the toolsets of MCP_TOOLSETS, and
+// the resources (the SDL, the catalog, and the event log's verifications, identifications, mobile-ID authentications
+// and provisionings) with `wait_for_events`.
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { GraphQLSchema, OperationDefinitionNode } from 'graphql';
 
@@ -14,14 +15,17 @@ import type { Approvals } from './approval.js';
 import { errorsResult, runOperationTool } from './operations.js';
 import { linkProvisionings, McpResources, type EventSource } from './resources.js';
 import { toolError, type McpSurface, type McpTool } from './server.js';
-import { builtInTools, manifestTools, refusalFor, type OperationTool } from './tools.js';
+import { builtInTools, ManifestTools, refusalFor, type OperationTool } from './tools.js';
 import { waitForEventsTool } from './wait.js';
 
 export interface SurfaceOptions {
   readonly schema: GraphQLSchema;
   readonly pipeline: Pipeline;
-  /** The trusted documents' manifest, when TRUSTED_DOCUMENTS is on: each named operation is a tool. */
-  readonly manifest: Iterable<readonly [string, string]> | undefined;
+  /**
+   * The trusted documents' manifest in force, when TRUSTED_DOCUMENTS is on: each named operation is a tool. Read at
+   * start-up and again by each `reload`.
+   */
+  readonly manifest: () => Iterable<readonly [string, string]> | undefined;
   /**
    * Whether the built-in tools are offered: not with TRUSTED_DOCUMENTS=enforce, under which only the manifest's
    * documents run, for agents as for every app.
@@ -43,7 +47,8 @@ export interface SurfaceOptions {
 /**
  * A tool that runs its operation at once (a read, a harmless write, or a mutation under MCP_MUTATIONS=all). It runs
  * only what it was listed as (src/agents/writes.ts classify): a trusted document's id is resolved as the tool is
- * called, and a reload may have put under it an operation of another kind, such as a creation that needs a plan.
+ * called, and a reload landing while a request that listed the tools runs may have put under it an operation of
+ * another kind, such as a creation that needs a plan.
  */
 function runningTool(schema: GraphQLSchema, pipeline: Pipeline, tool: OperationTool): McpTool {
   const accepted = new Set(Object.keys((tool.inputSchema.properties as Record<string, unknown>) ?? {}));
@@ -52,7 +57,7 @@ function runningTool(schema: GraphQLSchema, pipeline: Pipeline, tool: OperationT
     return now === tool.kind
       ? null
       : `${tool.name} is listed as ${KIND_WORDS[tool.kind]}, but a reload changed its trusted document, which now ` +
-          `holds ${KIND_WORDS[now]}: the gateway lists it anew when it restarts; nothing was run`;
+          `holds ${KIND_WORDS[now]}: tools/list shows it as it is now; nothing was run`;
   };
   return {
     name: tool.name,
@@ -163,54 +168,87 @@ function linkingProvisionings(tool: McpTool, resources: McpResources): McpTool {
   };
 }
 
-export function buildSurface(o: SurfaceOptions): McpSurface {
-  const skipped: string[] = [];
-  const builtIn = o.builtIn ? builtInTools(o.schema, o.pipeline, skipped) : [];
-  const operations = [
-    ...builtIn,
-    ...(o.manifest
-      ? manifestTools(o.schema, o.pipeline, o.manifest, new Set(builtIn.map((t) => t.name)), skipped)
-      : []),
-  ];
-  const byName = new Map(operations.map((t) => [t.name, t]));
-  const tools: McpTool[] = [];
-  const unplanned: string[] = [];
-  for (const tool of operations) {
-    if (tool.kind === 'read') tools.push(runningTool(o.schema, o.pipeline, tool));
-    else if (o.mcp.mutations === 'all') tools.push(runningTool(o.schema, o.pipeline, tool));
-    else if (o.mcp.mutations === 'approve') {
-      // A creation is always planned (a plan gives its writes their idempotency keys); one that has no dry run could
-      // not show what it sends, so it is not offered, and named at start-up.
-      if (tool.kind === 'write') tools.push(runningTool(o.schema, o.pipeline, tool));
-      else if (tool.classified.unplannable) unplanned.push(`${tool.name} (${tool.classified.unplannable})`);
-      else tools.push(o.approvals!.planningTool(tool));
-    }
-  }
-  if (o.mcp.mutations === 'approve') tools.push(o.approvals!.executeTool(byName));
-  if (o.mcp.execute) tools.push(executeTool(o.pipeline));
+/** What the endpoint offers, its trusted documents' tools as the manifest in force makes them. */
+export interface LiveSurface extends McpSurface {
+  /**
+   * Makes the trusted documents' tools again from the manifest in force (after a reload swapped it): requests from
+   * then on list and call them. Returns what each MCP_TOOLSETS toolset names that is no longer a tool (start-up
+   * refuses such a name; after a reload the toolset offers the rest, and the names are logged).
+   */
+  reload(): { readonly missing: readonly string[] };
+}
+
+export function buildSurface(o: SurfaceOptions): LiveSurface {
+  const skippedBuiltIn: string[] = [];
+  const builtIn = o.builtIn ? builtInTools(o.schema, o.pipeline, skippedBuiltIn) : [];
   // Resources are read through the built-in reads (not offered under TRUSTED_DOCUMENTS=enforce: only the manifest runs).
   const resources = new McpResources(o.pipeline, builtIn, o.builtIn ? o.sdl : null, o.events);
   const waiting = resources.hasEvents ? waitForEventsTool(resources, o.expiry, o.live) : null;
-  // A result that started a provisioning links its resource (long provisioning: a resource plus notifications).
-  if (resources.hasEvents) for (const [i, tool] of tools.entries()) tools[i] = linkingProvisionings(tool, resources);
-  if (waiting) tools.push(waiting);
+  const execute = o.mcp.execute ? executeTool(o.pipeline) : null;
+  // Every tool the gateway registers of its own keeps its name: a trusted document's operation of one of them is
+  // left out, and named at start-up and at each reload.
+  const manifestTools = new ManifestTools(
+    o.schema,
+    o.pipeline,
+    new Set([
+      ...builtIn.map((t) => t.name),
+      ...(o.mcp.mutations === 'approve' ? ['execute_plan'] : []),
+      ...(execute ? [execute.name] : []),
+      ...(waiting ? [waiting.name] : []),
+    ]),
+  );
+  // Every creation tool offered since start-up, as last made: a plan of one that a reload took away is still worked
+  // out against the manifest now by execute_plan, and refused as changed, not as a plan of no tool.
+  const offered = new Map<string, OperationTool>();
 
-  const known = new Set([
-    ...operations.map((t) => t.name),
-    'execute_plan',
-    'execute',
-    ...(waiting ? [waiting.name] : []),
-  ]);
-  const toolsets = new Map<string, readonly McpTool[]>([['', tools]]);
-  for (const [name, names] of o.mcp.toolsets) {
-    const unknown = names.find((n) => n !== '*' && !known.has(n));
-    if (unknown !== undefined)
-      throw new ConfigError(
-        'MCP_TOOLSETS',
-        `the toolset ${name} names ${unknown}, which is no tool of this gateway (the tools: ${[...known].join(', ')})`,
-      );
-    toolsets.set(name, names.includes('*') ? tools : tools.filter((t) => names.includes(t.name)));
-  }
+  const make = (atStart: boolean) => {
+    const skipped = [...skippedBuiltIn];
+    const manifest = o.manifest();
+    const operations = [...builtIn, ...(manifest ? manifestTools.tools(manifest, skipped) : [])];
+    const byName = new Map(operations.map((t) => [t.name, t]));
+    for (const tool of operations) if (tool.kind === 'creation') offered.set(tool.name, tool);
+    const tools: McpTool[] = [];
+    const unplanned: string[] = [];
+    for (const tool of operations) {
+      if (tool.kind === 'read') tools.push(runningTool(o.schema, o.pipeline, tool));
+      else if (o.mcp.mutations === 'all') tools.push(runningTool(o.schema, o.pipeline, tool));
+      else if (o.mcp.mutations === 'approve') {
+        // A creation is always planned (a plan gives its writes their idempotency keys); one that has no dry run
+        // could not show what it sends, so it is not offered, and named at start-up and at each reload.
+        if (tool.kind === 'write') tools.push(runningTool(o.schema, o.pipeline, tool));
+        else if (tool.classified.unplannable) unplanned.push(`${tool.name} (${tool.classified.unplannable})`);
+        else tools.push(o.approvals!.planningTool(tool));
+      }
+    }
+    if (o.mcp.mutations === 'approve') tools.push(o.approvals!.executeTool(byName, offered));
+    if (execute) tools.push(execute);
+    // A result that started a provisioning links its resource (long provisioning: a resource plus notifications).
+    if (resources.hasEvents) for (const [i, tool] of tools.entries()) tools[i] = linkingProvisionings(tool, resources);
+    if (waiting) tools.push(waiting);
+
+    const known = new Set([
+      ...operations.map((t) => t.name),
+      'execute_plan',
+      'execute',
+      ...(waiting ? [waiting.name] : []),
+    ]);
+    const toolsets = new Map<string, readonly McpTool[]>([['', tools]]);
+    const missing: string[] = [];
+    for (const [name, names] of o.mcp.toolsets) {
+      for (const unknown of names.filter((n) => n !== '*' && !known.has(n))) {
+        if (atStart)
+          throw new ConfigError(
+            'MCP_TOOLSETS',
+            `the toolset ${name} names ${unknown}, which is no tool of this gateway (the tools: ${[...known].join(', ')})`,
+          );
+        missing.push(`${name}: ${unknown}`);
+      }
+      toolsets.set(name, names.includes('*') ? tools : tools.filter((t) => names.includes(t.name)));
+    }
+    return { toolsets, skipped, unplanned, missing };
+  };
+
+  let current = make(true);
   const instructions = [
     "Tools of a GraphQL gateway over a cloud provider and identity services. Each tool runs one named operation with your app's scopes; tools/list shows only what your app may call.",
     o.mcp.mutations === 'none'
@@ -219,5 +257,21 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
         ? 'Creation tools only plan: execute_plan(planId) runs a plan once a person approves it (you will be asked through the client) or an approver app approves it.'
         : 'Mutation tools run at once.',
   ].join(' ');
-  return { toolsets, resources: resources.offered ? resources : null, instructions, skipped, unplanned };
+  return {
+    get toolsets() {
+      return current.toolsets;
+    },
+    resources: resources.offered ? resources : null,
+    instructions,
+    get skipped() {
+      return current.skipped;
+    },
+    get unplanned() {
+      return current.unplanned;
+    },
+    reload() {
+      current = make(false);
+      return { missing: current.missing };
+    },
+  };
 }

@@ -1,6 +1,7 @@
 // The tools of the MCP endpoint (docs/decisions/060): named GraphQL operations, never free GraphQL for writes. The
 // built-in set covers the main flows, one tool per root field with a selection made from the schema; the trusted
-// documents' named operations are tools too. Everything here is worked out once, at start-up.
+// documents' named operations are tools too. The built-in tools are worked out once, at start-up; the trusted
+// documents' at start-up and again after each reload that changed the manifest.
 import {
   Kind,
   parse,
@@ -48,7 +49,10 @@ export interface OperationTool {
   /** What its root fields do: the approve scopes they need, why it cannot be planned, the key variables a plan fills. */
   readonly classified: Classified;
   readonly estimate: OperationEstimate;
-  /** The document's text as read at start-up (a plan stores the text it runs, with its keys filled in). */
+  /**
+   * The document's text in the manifest the tool was made from, at start-up or at the last reload (a plan stores the
+   * text it runs, with its keys filled in).
+   */
   readonly text: string;
   /** Its operation's name in `text` (undefined for the only, anonymous, operation). */
   readonly operationName: string | undefined;
@@ -169,41 +173,48 @@ export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline, skipped:
   return tools;
 }
 
-/**
- * The tools of the trusted documents: each named query or mutation of the manifest, by its operation name, run by
- * its document id. A document's description is its operation's leading comment, or the root fields' descriptions.
- */
-export function manifestTools(
+/** A named operation of a trusted document: its tool, or, when the GraphQL limits refuse it, why (and no tool). */
+interface DocumentOperation {
+  readonly name: string;
+  readonly tool: OperationTool | null;
+  readonly refused: string | null;
+}
+
+/** The named queries and mutations of one trusted document, each made a tool (or refused by the GraphQL limits). */
+function documentOperations(
   schema: GraphQLSchema,
   pipeline: Pipeline,
-  documents: Iterable<readonly [string, string]>,
-  taken: ReadonlySet<string>,
-  skipped: string[],
-): OperationTool[] {
-  const tools: OperationTool[] = [];
-  const names = new Set(taken);
-  for (const [documentId, text] of documents) {
-    const document = parse(text);
-    for (const operation of document.definitions) {
-      if (operation.kind !== Kind.OPERATION_DEFINITION || !operation.name || operation.operation === 'subscription')
-        continue;
-      const name = operation.name.value;
-      if (!/^[A-Za-z0-9_.-]{1,128}$/.test(name) || names.has(name)) continue;
-      names.add(name);
-      const root = schema.getRootType(operation.operation);
-      const fields = operation.selectionSet.selections
-        .flatMap((s) => (s.kind === Kind.FIELD ? [root?.getFields()[s.name.value]] : []))
-        .filter((f) => f !== undefined);
-      const argumentDescriptions = new Map<string, string>();
-      for (const f of fields)
-        for (const a of f.args)
-          if (a.description && !argumentDescriptions.has(a.name)) argumentDescriptions.set(a.name, a.description);
-      const params = { documentId, operationName: name };
-      const classified = classify(schema, operation);
-      const kind = classified.kind;
-      const estimate = estimateOf(pipeline, params, name, skipped);
-      if (estimate === null) continue;
-      tools.push({
+  documentId: string,
+  text: string,
+): DocumentOperation[] {
+  const operations: DocumentOperation[] = [];
+  const document = parse(text);
+  for (const operation of document.definitions) {
+    if (operation.kind !== Kind.OPERATION_DEFINITION || !operation.name || operation.operation === 'subscription')
+      continue;
+    const name = operation.name.value;
+    if (!/^[A-Za-z0-9_.-]{1,128}$/.test(name)) continue;
+    const root = schema.getRootType(operation.operation);
+    const fields = operation.selectionSet.selections
+      .flatMap((s) => (s.kind === Kind.FIELD ? [root?.getFields()[s.name.value]] : []))
+      .filter((f) => f !== undefined);
+    const argumentDescriptions = new Map<string, string>();
+    for (const f of fields)
+      for (const a of f.args)
+        if (a.description && !argumentDescriptions.has(a.name)) argumentDescriptions.set(a.name, a.description);
+    const params = { documentId, operationName: name };
+    const classified = classify(schema, operation);
+    const kind = classified.kind;
+    const refused: string[] = [];
+    const estimate = estimateOf(pipeline, params, `${name} of trusted document ${documentId}`, refused);
+    if (estimate === null) {
+      operations.push({ name, tool: null, refused: refused[0]! });
+      continue;
+    }
+    operations.push({
+      name,
+      refused: null,
+      tool: {
         name,
         title: titleOf(name),
         description: [
@@ -221,10 +232,59 @@ export function manifestTools(
         text,
         operationName: name,
         documentId,
-      });
-    }
+      },
+    });
   }
-  return tools;
+  return operations;
+}
+
+/**
+ * The tools of the trusted documents: each named query or mutation of the manifest, by its operation name, run by
+ * its document id. A document's description is its operation's leading comment, or the root fields' descriptions.
+ * They are made from the manifest in force, at start-up and again after each reload; a document whose text a reload
+ * left as it was keeps the tools made of it, so that a reload of a large manifest works out only what changed.
+ */
+export class ManifestTools {
+  private byDocument = new Map<string, { readonly text: string; readonly operations: DocumentOperation[] }>();
+
+  constructor(
+    private readonly schema: GraphQLSchema,
+    private readonly pipeline: Pipeline,
+    /**
+     * The names of the gateway's own tools on this gateway: an operation of one of these names would stand beside
+     * that tool under one name, and a call would reach only one of the two, so it is left out (named in `skipped`).
+     */
+    private readonly reserved: ReadonlySet<string>,
+  ) {}
+
+  /** The tools of `documents`; an operation left out is named in `skipped`, with its document and why. */
+  tools(documents: Iterable<readonly [string, string]>, skipped: string[]): OperationTool[] {
+    const tools: OperationTool[] = [];
+    const names = new Set<string>();
+    const byDocument = new Map<string, { readonly text: string; readonly operations: DocumentOperation[] }>();
+    for (const [documentId, text] of documents) {
+      const known = this.byDocument.get(documentId);
+      const operations =
+        known?.text === text ? known.operations : documentOperations(this.schema, this.pipeline, documentId, text);
+      byDocument.set(documentId, { text, operations });
+      for (const { name, tool, refused } of operations) {
+        if (this.reserved.has(name)) {
+          skipped.push(
+            `${name} of trusted document ${documentId} (the name of the gateway's own tool ${name}: rename the ` +
+              'operation to offer it)',
+          );
+          continue;
+        }
+        // The first operation of a name is its tool.
+        if (names.has(name)) continue;
+        names.add(name);
+        if (tool) tools.push(tool);
+        else skipped.push(refused!);
+      }
+    }
+    this.byDocument = byDocument;
+    return tools;
+  }
 }
 
 /** Whether `caller` may call the tool: the admit stage's scope refusal of its operation, or null. */

@@ -1,6 +1,6 @@
-// A tool that runs at once runs only what it was listed as (src/agents/writes.ts): a trusted document's id is resolved
-// as the tool is called, so a reload that puts a creation under a tool listed as a harmless write is refused for that
-// tool, and nothing is created without a plan and an approval.
+// A tool that runs at once runs only what it was listed as (src/agents/writes.ts), and the tools follow the manifest in
+// force: a reload that puts a creation under a tool listed as a harmless write lists it anew as a creation, which only
+// plans, and nothing is created without a plan and an approval.
 import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
@@ -20,7 +20,7 @@ const TOKEN_AND_PROJECT =
   'mutation Token { issueMobileIdNotificationToken(ttlSeconds: 60) { token } p: createProject(input: { name: "unapproved" }) { project { id } } }';
 
 describe('a tool runs what it was listed as', () => {
-  it('a harmless write whose trusted document a reload turned into a creation is refused, and nothing is created', async () => {
+  it('a harmless write whose trusted document a reload turned into a creation is planned, and nothing is created', async () => {
     const apps = appsFile('mcp-listed-as-', [
       { name: 'agent', scopes: ['cloud:read', 'cloud:write', 'mobile-id:write'], key: AGENT_KEY },
       { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
@@ -44,10 +44,16 @@ describe('a tool runs what it was listed as', () => {
       headers: { authorization: `Bearer ${OPERATOR_KEY}` },
     });
     expect(reloaded.statusCode, await reloaded.body.text()).toBe(200);
-    const refused = await c.call('Token', {});
+    const { tools } = await c.client.listTools();
+    expect(tools.find((t) => t.name === 'Token')?.title).toBe('Token (plan)');
+    const planned = await c.call('Token', {});
+    expect(planned.isError, textOf(planned)).toBeFalsy();
+    const { planId } = planned.structuredContent as { planId: string };
+    expect(textOf(planned)).toContain('nothing was sent');
+    // Unapproved, it does not run.
+    const refused = await c.call('execute_plan', { planId });
     expect(refused.isError).toBe(true);
-    expect(refused.structuredContent).toMatchObject({ errors: [{ code: 'BAD_REQUEST' }] });
-    expect(textOf(refused)).toContain('Token is listed as a write that reaches no upstream');
+    expect(refused.structuredContent).toMatchObject({ code: 'APPROVAL_REQUIRED' });
     expect(upstreamCreations(gw)).toEqual([]);
   });
 });
