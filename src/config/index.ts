@@ -813,7 +813,7 @@ const VARS = {
   ),
   SUBSCRIBER_BUFFER_BYTES: declare(
     int(8 * 1024 * 1024, 1024, 2 ** 40),
-    'Most bytes a WebSocket subscriber may leave unread: past it the gateway closes the connection (1013) with the last cursor of the subscription it could not deliver to, rather than skip events or buffer without bound.',
+    'Most bytes a WebSocket subscriber or an SSE event stream may leave unread: past it the gateway closes the connection (a WebSocket with 1013 and the last cursor of the subscription it could not deliver to; an SSE stream resumes with Last-Event-ID), rather than skip events or buffer without bound.',
   ),
   WS_KEEP_ALIVE_SWEEP: declare(
     bool(true),
@@ -1374,7 +1374,7 @@ export interface Config {
   readonly eventNotifyGrouped: boolean;
   /** PostgreSQL: the order probes needed while one is in flight go out as one (EVENT_ORDER_PROBE_GROUPED). */
   readonly eventOrderProbeGrouped: boolean;
-  /** SUBSCRIBER_BUFFER_BYTES: unsent bytes of a WebSocket subscriber past which it is closed as a slow consumer. */
+  /** SUBSCRIBER_BUFFER_BYTES: unsent bytes of a WebSocket subscriber or SSE stream past which it is closed as slow. */
   readonly subscriberBufferBytes: number;
   /** WS_KEEP_ALIVE_SWEEP: the WebSocket keep-alive as one sweep that pings quiet connections only (false: graphql-ws's timers). */
   readonly wsKeepAliveSweep: boolean;

@@ -124,6 +124,8 @@ export function buildTransports(
     tracing,
     bodyLimit: config.graphqlLimits.maxBodyBytes,
     ...(testing.scheduleSseRelease ? { scheduleRelease: testing.scheduleSseRelease } : {}),
+    subscriberBufferBytes: config.subscriberBufferBytes,
+    onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
     context: (caller, requestId) => contextFor(caller, requestId),
     held,
   });

@@ -34,6 +34,13 @@ export interface SseOptions extends StreamingTransportOptions {
   bodyLimit: number;
   /** Tests only: schedules the release of a reservation instead of a timer, so a test releases it when it chooses. */
   scheduleRelease?: (release: () => void) => void;
+  /**
+   * SUBSCRIBER_BUFFER_BYTES: the most bytes an event stream may leave unsent (its client not reading them) before it
+   * is closed as a slow consumer, as a WebSocket subscriber is. Default 8 MiB.
+   */
+  subscriberBufferBytes?: number;
+  /** Called with `slow_consumer` for each event stream closed as above (gateway_subscriptions_closed_total). */
+  onClosed?: (reason: 'slow_consumer') => void;
 }
 
 interface SseContext {
@@ -232,6 +239,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   const reservations = new Map<string, Reservation>();
   const open = new Set<AsyncGenerator<string, void, undefined>>();
   const present = streamPresenter(options.logger);
+  const bufferLimit = options.subscriberBufferBytes ?? 8 * 1024 * 1024;
   const expiry = options.expiry;
   const held = options.held;
   /**
@@ -731,14 +739,44 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       const reservation = reservations.get(stream!);
       if (reservation) reservation.ending = connected;
     }
+    // graphql-sse asks a subscription for its next result as soon as it has one, whatever the client reads, and queues
+    // the results for this loop: each is handed to the socket at once (a burst, a replay, reaches the kernel's buffers,
+    // as a WebSocket's results do), and a client that leaves more than SUBSCRIBER_BUFFER_BYTES unsent is closed, rather
+    // than buffered without bound. The events it received carry their ids, from which it resumes (an EventSource sends
+    // the last one back as Last-Event-ID). What was written since the event loop last turned is not counted: it has
+    // had no chance to leave yet (the response holds a burst's writes until the next tick).
+    let lastId: string | undefined;
+    let thisTurn = 0;
+    let turning = false;
+    const turned = () => {
+      thisTurn = 0;
+      turning = false;
+    };
     try {
       for await (const chunk of responseBody) {
         if (!res.writable) break;
-        const out = chunk.startsWith(NEXT_EVENT) ? withEventId(chunk, ids?.shift()) : chunk;
-        const closed = await new Promise<boolean>((resolve, reject) =>
-          res.write(out, (err) => (err ? reject(err) : resolve(false))),
-        );
-        if (closed) break;
+        const unsent = res.writableLength - thisTurn;
+        if (unsent > bufferLimit) {
+          options.logger.warn(
+            { requestId: ctx.requestId, unsentBytes: unsent, lastCursor: lastId ?? null },
+            'closing a slow SSE subscriber: more unsent bytes than SUBSCRIBER_BUFFER_BYTES',
+          );
+          options.onClosed?.('slow_consumer');
+          res.destroy();
+          break;
+        }
+        let out = chunk;
+        if (chunk.startsWith(NEXT_EVENT)) {
+          const id = ids?.shift();
+          if (id !== undefined) lastId = id;
+          out = withEventId(chunk, id);
+        }
+        res.write(out);
+        thisTurn += out.length;
+        if (!turning) {
+          turning = true;
+          setImmediate(turned);
+        }
       }
     } finally {
       cancelExpiry?.();
