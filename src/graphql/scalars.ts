@@ -39,29 +39,39 @@ export const DateTimeScalar = new GraphQLScalarType({
   },
 });
 
-function literalToJson(ast: ValueNode, variables?: Record<string, unknown> | null): unknown {
+/** Deepest nesting of arrays and objects a JSON input may have, as a webhook body (src/server/webhooks/body.ts). */
+export const MAX_JSON_INPUT_DEPTH = 64;
+
+/**
+ * A JSON value written in the document: refused as its variable is (`jsonValue`, and the pipeline's unsoundPath) when
+ * it nests deeper than MAX_JSON_INPUT_DEPTH or holds a number JSON cannot hold (`1e400` reads as Infinity, which
+ * nothing downstream can write: the fingerprint threw, an unexpected error after the point was spent). Validation
+ * calls this, so such a document is refused before anything runs.
+ */
+function literalToJson(ast: ValueNode, variables?: Record<string, unknown> | null, depth = 0): unknown {
   switch (ast.kind) {
     case Kind.STRING:
     case Kind.BOOLEAN:
       return ast.value;
     case Kind.INT:
-    case Kind.FLOAT:
-      return Number(ast.value);
+    case Kind.FLOAT: {
+      const n = Number(ast.value);
+      return Number.isFinite(n) ? n : fail('JSON', `${ast.value} is not a number JSON can hold`);
+    }
     case Kind.NULL:
       return null;
     case Kind.LIST:
-      return ast.values.map((v) => literalToJson(v, variables));
     case Kind.OBJECT:
-      return Object.fromEntries(ast.fields.map((f) => [f.name.value, literalToJson(f.value, variables)]));
+      if (depth >= MAX_JSON_INPUT_DEPTH) fail('JSON', `nests deeper than ${MAX_JSON_INPUT_DEPTH} levels`);
+      return ast.kind === Kind.LIST
+        ? ast.values.map((v) => literalToJson(v, variables, depth + 1))
+        : Object.fromEntries(ast.fields.map((f) => [f.name.value, literalToJson(f.value, variables, depth + 1)]));
     case Kind.VARIABLE:
       return variables?.[ast.name.value];
     default:
       return fail('JSON', `unsupported literal ${ast.kind}`);
   }
 }
-
-/** Deepest nesting of arrays and objects a JSON input may have, as a webhook body (src/server/webhooks/body.ts). */
-export const MAX_JSON_INPUT_DEPTH = 64;
 
 /**
  * A JSON variable as given, unless it nests arrays and objects deeper than MAX_JSON_INPUT_DEPTH: what takes it

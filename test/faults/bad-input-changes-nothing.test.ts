@@ -335,6 +335,40 @@ const ROWS: Row[] = [
   },
   {
     surface: 'POST registerVerification',
+    input: 'a number JSON cannot hold written in the document (applicant: { n: 1e400 })',
+    send: (key) =>
+      gql(
+        `mutation($key: UUID) { registerVerification(input: { workflowId: "wf", applicant: { n: 1e400 } },
+          idempotencyKey: $key) { verification { externalId } } }`,
+        { key },
+      ),
+    code: 'GRAPHQL_VALIDATION_FAILED',
+    after: project,
+  },
+  {
+    surface: 'graphql-ws checkRfm',
+    input: 'a number JSON cannot hold written in the document (input: { n: -1e400 })',
+    send: async (key) => {
+      const query = `mutation($key: UUID) { checkRfm(input: { name: "Ann", n: [1, -1e400] }, idempotencyKey: $key) { __typename } }`;
+      const a = await operationOver('ws', gw, KEY, { query, variables: { key } });
+      return { code: a.errors?.[0]?.extensions?.code as string | undefined, raw: a.raw };
+    },
+    code: 'GRAPHQL_VALIDATION_FAILED',
+    after: project,
+  },
+  {
+    surface: 'POST checkRfm',
+    input: 'an input written in the document nested deeper than 64 levels',
+    send: (key) =>
+      gql(
+        `mutation($key: UUID) { checkRfm(input: ${'{ x: '.repeat(70)}1${' }'.repeat(70)}, idempotencyKey: $key) { __typename } }`,
+        { key },
+      ),
+    code: 'GRAPHQL_VALIDATION_FAILED',
+    after: project,
+  },
+  {
+    surface: 'POST registerVerification',
     input: 'an applicant nested 5,000 levels deep (30 KB)',
     send: (key) => rawGql(`{"workflowId":"wf","applicant":${'{"x":'.repeat(5000)}1${'}'.repeat(5000)}}`, key),
     code: 'BAD_USER_INPUT',
