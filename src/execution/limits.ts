@@ -26,6 +26,7 @@ import {
 import { LRUCache } from 'lru-cache';
 
 import type { GraphqlLimitsConfig } from '../config/index.js';
+import { ErrorCode } from '../errors.js';
 import {
   compileCostFormula,
   costMessage,
@@ -56,6 +57,17 @@ export function limitError(limit: LimitName, max: number, armorMessage: string):
   return new GraphQLError(`${message} (${LIMIT_VARIABLES[limit]}=${max})`, {
     extensions: { code: ApolloServerErrorCode.GRAPHQL_VALIDATION_FAILED, limit: LIMIT_VARIABLES[limit], max },
   });
+}
+
+/**
+ * The refusal of a request body (or SSE operation) over GRAPHQL_MAX_BODY_BYTES, as an answer's error: the same words
+ * on every route that reads one, naming the variable and its value as every limit's refusal does.
+ */
+export function bodyTooLarge(max: number): { message: string; extensions: Record<string, unknown> } {
+  return {
+    message: `request body exceeds ${max} bytes (${LIMIT_VARIABLES.bodyBytes}=${max})`,
+    extensions: { code: ErrorCode.BAD_REQUEST, limit: LIMIT_VARIABLES.bodyBytes, max },
+  };
 }
 
 /**

@@ -5,7 +5,7 @@ import { GraphQLError } from 'graphql';
 import type { AuthFailure } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
 import { UnwritableResult } from '../execution/apollo.js';
-import { LIMIT_VARIABLES } from '../execution/limits.js';
+import { bodyTooLarge } from '../execution/limits.js';
 import { SingleResultTypes } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { DirectPath } from './direct-path.js';
@@ -73,14 +73,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
             const max = options.maxBodyBytes;
             // The rest of the body is not read: close the connection rather than drain it.
             res.setHeader('connection', 'close');
-            refuse(types, req, res, 413, {
-              errors: [
-                {
-                  message: `request body exceeds ${max} bytes (${LIMIT_VARIABLES.bodyBytes}=${max})`,
-                  extensions: { code: ErrorCode.BAD_REQUEST, limit: LIMIT_VARIABLES.bodyBytes, max },
-                },
-              ],
-            });
+            refuse(types, req, res, 413, { errors: [bodyTooLarge(max)] });
             return;
           }
           if (err instanceof BodyEncodedError) {

@@ -8,6 +8,7 @@ import { expiredNow, onExpiry } from '../auth/jwt.js';
 import { authorizationOf, type AuthFailure } from '../auth/keys.js';
 import { readableBy } from '../auth/tenancy.js';
 import { ErrorCode } from '../errors.js';
+import { bodyTooLarge } from '../execution/limits.js';
 import type { Pipeline, Ran } from '../execution/pipeline.js';
 import { deliverable, streamFailure, streamPresenter, writable, type ResultStream } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -620,19 +621,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         }
         if (!(err instanceof BodyTooLargeError)) throw err;
         // The rest of the body is not read: close the connection rather than drain it.
-        sendJson(
-          res,
-          413,
-          {
-            errors: [
-              {
-                message: `request body exceeds ${options.bodyLimit} bytes`,
-                extensions: { code: ErrorCode.BAD_REQUEST },
-              },
-            ],
-          },
-          { connection: 'close' },
-        );
+        sendJson(res, 413, { errors: [bodyTooLarge(options.bodyLimit)] }, { connection: 'close' });
         return;
       }
       let parsed: unknown;

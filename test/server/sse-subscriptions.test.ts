@@ -203,7 +203,17 @@ describe('the SSE transport', () => {
       }),
     });
     expect(res.statusCode).toBe(413);
-    expect(((await res.body.json()) as any).errors[0].message).toMatch(/exceeds 102400 bytes/);
+    const refusal = (await res.body.json()) as any;
+    expect(refusal.errors[0].message).toMatch(/exceeds 102400 bytes/);
+    // The same refusal as POST /graphql's, word for word: it names the variable and its value (docs/graphql-api.md).
+    const graphql = await request(`${gw.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: `{ __typename }`, variables: { x: 'x'.repeat(200 * 1024) } }),
+    });
+    expect(graphql.statusCode).toBe(413);
+    expect(refusal).toEqual(await graphql.body.json());
+    expect(refusal.errors[0].extensions).toEqual({ code: 'BAD_REQUEST', limit: 'GRAPHQL_MAX_BODY_BYTES', max: 102400 });
   });
 
   it('limits how many streams one app may hold reserved without connecting them', async () => {
