@@ -50,8 +50,9 @@ export function withDefaults(
 /**
  * What an operation spends (docs/decisions/023). A creation is a top-level mutation field that calls an
  * upstream, which the contract marks by its `idempotencyKey` argument (docs/contract.md: every such mutation
- * takes one); each costs one creation point, aliases included, except the SELF_CHARGED_MUTATIONS. Any other
- * operation (a query, a subscription, a mutation such as `ping`) costs one read point.
+ * takes one); each costs one creation point, aliases included (one per response key), except the
+ * SELF_CHARGED_MUTATIONS. Any other operation (a query, a subscription, a mutation such as `ping`) costs one read
+ * point.
  */
 export function operationCost(
   schema: GraphQLSchema,
@@ -80,10 +81,16 @@ export function operationCost(
   let creations = 0;
   let selfCharged = 0;
   const seen = new Set<string>();
+  // Fields of one response key are one field to graphql-js (validation makes them ask the same field with the same
+  // arguments): it runs once, so it is charged once.
+  const keys = new Set<string>();
   const walk = (set: SelectionSetNode): void => {
     for (const s of set.selections) {
       if (!included(s)) continue;
       if (s.kind === Kind.FIELD) {
+        const key = s.alias?.value ?? s.name.value;
+        if (keys.has(key)) continue;
+        keys.add(key);
         if (SELF_CHARGED_MUTATIONS.has(s.name.value)) selfCharged += 1;
         else if (fields[s.name.value]?.args.some((a) => a.name === 'idempotencyKey')) creations += 1;
       } else if (s.kind === Kind.INLINE_FRAGMENT) {

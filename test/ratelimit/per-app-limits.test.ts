@@ -96,6 +96,25 @@ describe('per-app rate limits (SQLite, one process)', () => {
     expect(projectCreationsUpstream(gw)).toBe(1);
   });
 
+  it('a creation selected twice under one response key runs once and spends one point', async () => {
+    const gw = await start({ GATEWAY_API_KEYS: KEYS, RATE_LIMIT_CREATIONS: '1/1h' });
+    // GraphQL merges fields of one response key (they must ask the same field with the same arguments): one creation.
+    const merged = `mutation {
+      createProject(input: { name: "once", description: "" }) { project { id } }
+      ... on Mutation { createProject(input: { name: "once", description: "" }) { replayed } }
+      ...Again
+    }
+    fragment Again on Mutation { p: createProject(input: { name: "other", description: "" }) @skip(if: true) { replayed } }`;
+    const ran = await post(gw, APP_A, merged);
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+    expect(ran.body.errors).toBeUndefined();
+    expect(ran.body.data!.createProject).toMatchObject({ project: { id: expect.any(String) }, replayed: false });
+    expect(projectCreationsUpstream(gw)).toBe(1);
+    // The one point was spent: the next creation is refused.
+    expect((await post(gw, APP_A, CREATE_PROJECT, { name: 'next' })).status).toBe(429);
+    expect(projectCreationsUpstream(gw)).toBe(1);
+  });
+
   it('metrics count decisions per app, labelled for a bare key by a keyed digest: neither the key nor its plain hash', async () => {
     const gw = await start({ GATEWAY_API_KEYS: KEYS, RATE_LIMIT_CREATIONS: '1/1h' });
     await post(gw, APP_A, CREATE_PROJECT, { name: 'm1' });
