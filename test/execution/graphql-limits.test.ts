@@ -129,6 +129,28 @@ describe('abuse limits on GraphQL operations', () => {
     },
   );
 
+  it('counts the directives on every spread of a fragment, as on every inline fragment', async () => {
+    const gw = await gateway({ GATEWAY_API_KEYS: KEY });
+    const create = 'createProject(input: { name: "directives" }) { project { id } }';
+    const spreads = (n: number) =>
+      `mutation { ${Array.from({ length: n }, () => '...P @skip(if: false) @include(if: true)').join(' ')} }
+      fragment P on Mutation { ${create} }`;
+    const inline = (n: number) =>
+      `mutation { ${Array.from({ length: n }, () => `... on Mutation @skip(if: false) @include(if: true) { ${create} }`).join(' ')} }`;
+    for (const query of [spreads(26), inline(26)]) {
+      const res = await gw.graphql(query, undefined, { key: KEY });
+      expect(res.status, JSON.stringify(res)).toBe(400);
+      expect(res.errors).toHaveLength(1);
+      expect(res.errors![0]!.message).toBe('Directives limit of 50 exceeded, found 52. (GRAPHQL_MAX_DIRECTIVES=50)');
+      expect(res.errors![0]!.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', max: 50 });
+    }
+    expect(upstreamCalls(gw)).toBe(0);
+    // Within the limit, the fragment's spreads are one selection: one creation.
+    const within = await gw.graphql(spreads(25), undefined, { key: KEY });
+    expect(within.errors).toBeUndefined();
+    expect(upstreamCalls(gw)).toBe(1);
+  });
+
   it('estimates list sizes from first: a variable page size decides the cost, per request', async () => {
     const gw = await gateway({ GATEWAY_API_KEYS: KEY });
     const query = `query($n: Int) { projects(first: $n) { id networks { id subnets { id cidr } ipAddresses { id } } kafkaClusters { id topics { name } users { name } } } }`;
