@@ -260,7 +260,8 @@ export class ManifestTools {
   /** The tools of `documents`; an operation left out is named in `skipped`, with its document and why. */
   tools(documents: Iterable<readonly [string, string]>, skipped: string[]): OperationTool[] {
     const tools: OperationTool[] = [];
-    const names = new Set<string>();
+    /** Each operation name taken, and the document whose operation took it. */
+    const names = new Map<string, string>();
     const byDocument = new Map<string, { readonly text: string; readonly operations: DocumentOperation[] }>();
     for (const [documentId, text] of documents) {
       const known = this.byDocument.get(documentId);
@@ -275,9 +276,17 @@ export class ManifestTools {
           );
           continue;
         }
-        // The first operation of a name is its tool.
-        if (names.has(name)) continue;
-        names.add(name);
+        // The first operation of a name is its tool: a tool is called by its name alone, so a second operation of that
+        // name could never be reached, and is left out where the operator sees it rather than dropped without a word.
+        const first = names.get(name);
+        if (first !== undefined) {
+          skipped.push(
+            `${name} of trusted document ${documentId} (trusted document ${first} has an operation of that name, ` +
+              'which is the tool: rename one of them to offer both)',
+          );
+          continue;
+        }
+        names.set(name, documentId);
         if (tool) tools.push(tool);
         else skipped.push(refused!);
       }
