@@ -485,3 +485,34 @@ describe('an upstream bearer token written with its scheme or a blank inside', (
     expect(config.identification.token).toBe('Bearerish');
   });
 });
+
+// Every API key and notification token arrives as `Authorization: Bearer <value>`, which src/auth/keys.ts reads as one
+// run of characters without a blank: one configured with its scheme ("Bearer abc", as a curl line shows it) or with a
+// blank inside was taken at start-up and could never authenticate, with nothing said.
+describe('an API key or notification token with a blank inside', () => {
+  it.each([
+    ['MOBILEID_NOTIFICATION_TOKENS', 'Bearer tok-1', 'entry 1 starts with "Bearer ": give the value alone'],
+    ['MOBILEID_NOTIFICATION_TOKENS', 'tok-0,shop:tok 1', 'entry 2 has a blank inside its value'],
+    ['MOBILEID_NOTIFICATION_TOKENS', 'tok-0,crm:tok-2,shop: tok-1', 'entry 3 has a blank inside its value'],
+    ['GATEWAY_API_KEYS', 'shop:key-of-shop-123,crm:Bearer key-of-crm-456', 'entry 2 starts with "Bearer "'],
+    ['GATEWAY_API_KEYS', 'key-of-shop\t123', 'entry 1 has a blank inside its value'],
+    ['OPERATOR_API_KEYS', 'ops:key of ops', 'entry 1 has a blank inside its value'],
+  ])('%s=%j stops start-up, naming the variable and the entry, never the value', (variable, value, message) => {
+    const err = refusal({ ...KEYS, ...SANDBOXED, [variable]: value });
+    expect(err?.variable).toBe(variable);
+    expect(err?.message).toContain(message);
+    for (const secret of ['tok', 'key-of', 'key of']) expect(err?.message).not.toContain(secret);
+  });
+
+  it('takes a value with blanks around its entry, without them', () => {
+    const config = loadConfig({
+      ...SANDBOXED,
+      GATEWAY_API_KEYS: ' shop:abc , def ',
+      MOBILEID_NOTIFICATION_TOKENS: ' t ',
+    });
+    expect(config.apiKeys).toEqual([
+      { name: 'shop', key: 'abc' },
+      { name: null, key: 'def' },
+    ]);
+  });
+});

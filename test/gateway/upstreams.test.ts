@@ -66,6 +66,26 @@ describe('real upstreams at start-up', () => {
     expect(output).toContain('invalid configuration: IDENTIFICATION_API_TOKEN:');
   });
 
+  // A notification token arrives as Authorization: Bearer <token>, read as one run without a blank: a token configured
+  // with its scheme or a blank inside could never authenticate a notification, and every result would be lost.
+  it.each([
+    ['Bearer notify-token-secret', 'entry 1 starts with "Bearer "'],
+    ['notify-token-secret,k: notify token secret', 'entry 2 has a blank inside its value'],
+  ])(
+    'refuses to start with MOBILEID_NOTIFICATION_TOKENS=%j, naming the variable and the entry, never the token',
+    async (tokens, message) => {
+      const { code, output } = await runMain({
+        ...ALL_REAL,
+        GATEWAY_API_KEYS: 'k:key',
+        MOBILEID_NOTIFICATION_TOKENS: tokens,
+      });
+      expect(code).toBe(2);
+      expect(output).toContain(`invalid configuration: MOBILEID_NOTIFICATION_TOKENS: ${message}`);
+      expect(output).not.toMatch(/notify.token.secret/);
+      expect(output).not.toContain('gateway ready');
+    },
+  );
+
   it('prints every real address in the start-up line, the rfm default included, and no credential', async () => {
     const { code, output } = await runMain(ALL_REAL);
     expect(code).toBe(0);
