@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 
@@ -233,6 +234,19 @@ const hostNames = list.transform((entries, ctx) => {
 });
 /** A non-empty text, `fallback` when unset. */
 const text = (fallback: string) => ({ schema: z.string().trim().min(1).optional().default(fallback), shown: fallback });
+/**
+ * HOST: an address (IPv6 without brackets, as listen takes it: `::`) or a host name alone. A value with a scheme, a
+ * port, a path, brackets or a blank (`localhost:4000`, `http://0.0.0.0`, `[::]`) names no interface: listen looked it
+ * up as a name, and the gateway stopped with `getaddrinfo ENOTFOUND localhost:4000` once its store was open, without
+ * naming the variable.
+ */
+const listenHost = {
+  schema: text('0.0.0.0').schema.refine(
+    (host) => isIP(host) !== 0 || /^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?$/.test(host),
+    'must be an address or a host name alone, such as 0.0.0.0, 127.0.0.1, :: or gw.internal (IPv6 without brackets; no scheme, port, path or blank: the port is PORT)',
+  ),
+  shown: '0.0.0.0',
+};
 /** One of `values`, `fallback` when unset; `normalize` lets any case through. */
 const choice = <const V extends readonly [string, ...string[]]>(
   values: V,
@@ -464,7 +478,10 @@ const breakDuration = (t: string): number | { error: string } => {
  */
 const VARS = {
   PORT: declare(int(4000, 0, 65535), 'TCP port for GraphQL over HTTP and WebSocket, the webhooks, health and metrics.'),
-  HOST: declare(text('0.0.0.0'), 'Interface to listen on.'),
+  HOST: declare(
+    listenHost,
+    'Interface to listen on: an address (IPv6 without brackets, such as ::) or a host name; a value with a scheme, a port or a path stops start-up.',
+  ),
   PUBLIC_URL: declare(
     baseUrl,
     'Address the upstreams use to reach this gateway (verification callbacks, mobile-ID notification_uri).',

@@ -516,3 +516,20 @@ describe('an API key or notification token with a blank inside', () => {
     ]);
   });
 });
+
+// HOST is handed to listen: a value with a port, a scheme, a path or brackets names no interface, and listen failed
+// with getaddrinfo ENOTFOUND, HOST unnamed (test/gateway/listen-host.test.ts runs it).
+describe('HOST', () => {
+  it.each(['localhost:4000', 'http://0.0.0.0', '[::]', '0.0.0.0/0', 'gw example'])('%j stops start-up', (host) => {
+    const err = refusal({ HOST: host });
+    expect(err?.variable).toBe('HOST');
+    expect(err?.message).toContain('must be an address or a host name alone');
+  });
+
+  it.each(['0.0.0.0', '::', '::1', 'fe80::1%eth0', '10.0.0.5', 'localhost', 'gw.internal', 'my_host'])(
+    '%j is taken',
+    (host) => {
+      expect(loadConfig({ HOST: ` ${host} ` }).host).toBe(host);
+    },
+  );
+});
