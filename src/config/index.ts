@@ -163,14 +163,20 @@ const list = z
       .filter(Boolean),
   );
 /**
+ * A character of a key or token that no request carries in its Authorization header as the variable holds it: Node
+ * reads a header's bytes one character each (latin1), and refuses control characters in it.
+ */
+const UNSENDABLE = /[^\x21-\x7e\x80-\xff]/;
+/**
  * A `list` of `name:value` or bare entries (API keys, notification tokens: src/auth/caller.ts parseAppKey). An entry
  * with nothing on one side of its first `:` is refused, never read as a bare value: `shop:` would be the key (or token)
  * `shop:`, which anyone who knows the app's name can guess, and `:k` a key whose app lost its name. So is an entry
  * whose part before its `:` is no app name (`shop/eu:k`, `my shop:k`): read as a bare value, a token meant for one app
  * would be read by every app, and a key would be an app of its own that the app's `k` never matches. So is a value
- * with a blank inside (`Bearer abc`, `shop: tok en`): each key and token arrives as `Authorization: Bearer <value>`,
- * which src/auth/keys.ts reads as one run of characters without a blank, so such a value could never authenticate. The
- * message names the entry by its place; the variables hold secrets, so neither it nor parseEnv shows a value.
+ * with a blank inside (`Bearer abc`, `shop: tok en`) or a character no header carries (UNSENDABLE): each key and token
+ * arrives as `Authorization: Bearer <value>`, which src/auth/keys.ts reads as one run of characters without a blank, so
+ * such a value could never authenticate. The message names the entry by its place; the variables hold secrets, so
+ * neither it nor parseEnv shows a value.
  */
 const namedList = list.transform((entries, ctx) => {
   for (const [i, entry] of entries.entries()) {
@@ -178,13 +184,15 @@ const namedList = list.transform((entries, ctx) => {
     const parsed = parseAppKey(entry);
     // An entry whose part before its ":" is no app name is refused below, for that.
     const value = colon < 0 || parsed.name !== null ? parsed.key : '';
-    if (/\s/.test(value)) {
-      ctx.addIssue({
-        code: 'custom',
-        message: /^bearer\s/i.test(value)
-          ? `entry ${i + 1} starts with "Bearer ": give the value alone, as it follows "Authorization: Bearer " in a request`
-          : `entry ${i + 1} has a blank inside its value, which could never match: a request sends it as Authorization: Bearer <value>, which holds none`,
-      });
+    const unsendable = /^bearer\s/i.test(value)
+      ? 'starts with "Bearer ": give the value alone, as it follows "Authorization: Bearer " in a request'
+      : /\s/.test(value)
+        ? 'has a blank inside its value, which could never match: a request sends it as Authorization: Bearer <value>, which holds none'
+        : UNSENDABLE.test(value)
+          ? 'holds a character no request can send in a header as it is written (a control character, or one past U+00FF such as a letter of a non-Latin script), so it could never match'
+          : null;
+    if (unsendable !== null) {
+      ctx.addIssue({ code: 'custom', message: `entry ${i + 1} ${unsendable}` });
       return z.NEVER;
     }
     if (colon < 0) continue;
@@ -666,7 +674,7 @@ const VARS = {
   ),
   MOBILEID_NOTIFICATION_TOKENS: declare(
     namedList,
-    "Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id. `<app>:<token>` binds a token to a named app (of GATEWAY_API_KEYS, OPERATOR_API_KEYS, GATEWAY_APPS_FILE, or a JWT app of AUTH_APPS or AUTH_ISSUERS; only that app reads its results); a bare token's results are readable by every app that knows the auth_req_id (prefer issueMobileIdNotificationToken per app); an entry with nothing before or after its first `:`, or whose token holds a blank (`Bearer abc`: give the token alone), stops start-up.",
+    "Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id. `<app>:<token>` binds a token to a named app (of GATEWAY_API_KEYS, OPERATOR_API_KEYS, GATEWAY_APPS_FILE, or a JWT app of AUTH_APPS or AUTH_ISSUERS; only that app reads its results); a bare token's results are readable by every app that knows the auth_req_id (prefer issueMobileIdNotificationToken per app); an entry with nothing before or after its first `:`, or whose token holds a blank (`Bearer abc`: give the token alone) or a character no header carries (a control character, or one past U+00FF), stops start-up.",
     '(unset)',
   ),
   MOBILEID_JWKS_URL: declare(
@@ -720,7 +728,7 @@ const VARS = {
   ),
   GATEWAY_API_KEYS: declare(
     namedList,
-    "Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app's name in metrics and logs; several keys of one name are one app, for rotation) or a bare key (without `:`); an entry with nothing before or after its first `:` (`shop:`), no app name before it, or a blank inside its key (`Bearer abc`: give the key alone) stops start-up, as does a key listed twice (here or in OPERATOR_API_KEYS) or an app named in both variables. Each holds every scope but `operator`, `cloud:approve` and `identity:approve`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.",
+    "Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app's name in metrics and logs; several keys of one name are one app, for rotation) or a bare key (without `:`); an entry with nothing before or after its first `:` (`shop:`), no app name before it, or a blank (`Bearer abc`: give the key alone) or a character no header carries (a control character, or one past U+00FF) inside its key stops start-up, as does a key listed twice (here or in OPERATOR_API_KEYS) or an app named in both variables. Each holds every scope but `operator`, `cloud:approve` and `identity:approve`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.",
     '(unset: open, or JWTs only)',
   ),
   GATEWAY_APPS_FILE: declare(

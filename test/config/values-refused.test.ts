@@ -497,11 +497,20 @@ describe('an API key or notification token with a blank inside', () => {
     ['GATEWAY_API_KEYS', 'shop:key-of-shop-123,crm:Bearer key-of-crm-456', 'entry 2 starts with "Bearer "'],
     ['GATEWAY_API_KEYS', 'key-of-shop\t123', 'entry 1 has a blank inside its value'],
     ['OPERATOR_API_KEYS', 'ops:key of ops', 'entry 1 has a blank inside its value'],
+    // Node reads a header's bytes as latin1 and refuses control characters in it: neither reaches the comparison.
+    ['GATEWAY_API_KEYS', 'shop:key-of-shop-123,crm:key-of-crm-ключ', 'entry 2 holds a character no request can send'],
+    ['MOBILEID_NOTIFICATION_TOKENS', 'shop:tok-1\u0001', 'entry 1 holds a character no request can send'],
   ])('%s=%j stops start-up, naming the variable and the entry, never the value', (variable, value, message) => {
     const err = refusal({ ...KEYS, ...SANDBOXED, [variable]: value });
     expect(err?.variable).toBe(variable);
     expect(err?.message).toContain(message);
     for (const secret of ['tok', 'key-of', 'key of']) expect(err?.message).not.toContain(secret);
+  });
+
+  it('takes a key with a latin1 letter, which a request can send as one byte', () => {
+    expect(loadConfig({ ...SANDBOXED, GATEWAY_API_KEYS: 'shop:clé-123' }).apiKeys).toEqual([
+      { name: 'shop', key: 'clé-123' },
+    ]);
   });
 
   it('takes a value with blanks around its entry, without them', () => {

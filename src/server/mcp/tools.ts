@@ -281,8 +281,8 @@ export class ManifestTools {
         const first = names.get(name);
         if (first !== undefined) {
           skipped.push(
-            `${name} of trusted document ${documentId} (trusted document ${first} has an operation of that name, ` +
-              'which is the tool: rename one of them to offer both)',
+            `${name} of trusted document ${documentId} (trusted document ${first} has an operation of that name ` +
+              'before it, and a tool is called by its name alone: rename one of them to offer both)',
           );
           continue;
         }
