@@ -2,37 +2,11 @@
 // `http://0.0.0.0`, `[::]`) names none: listen looked it up as a host name, and the gateway stopped with
 // `getaddrinfo ENOTFOUND localhost:4000` and exit code 1, after it had opened its store, without naming HOST. Such a
 // value is a bad configuration: it stops start-up with exit code 2, HOST named, before anything is opened.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { tempDataDir } from '../helpers/gateway.js';
-
-const ROOT = path.resolve(import.meta.dirname, '../..');
-
-/** Runs `node --import tsx src/main.ts` until its start-up line (then SIGTERM) or its exit; what it wrote, its code. */
-function runMain(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
-      PORT: '0',
-      SQLITE_WAL_PREALLOCATE: 'false',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  const read = (d: Buffer) => {
-    output += d.toString();
-    if (output.includes('gateway ready')) child.kill('SIGTERM');
-  };
-  child.stdout.on('data', read);
-  child.stderr.on('data', read);
-  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, output })));
-}
+import { runMainUntilReady as runMain } from '../helpers/process.js';
 
 describe('HOST', () => {
   it.each(['localhost:4000', 'http://127.0.0.1', '[::1]'])(

@@ -1,41 +1,16 @@
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { startVerificationSandbox, type VerificationSandbox } from '../../src/sandbox/verification.js';
 import { gatewaysPerTest, logLines, tempDataDir } from '../helpers/gateway.js';
+import { runMainUntilReady } from '../helpers/process.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const start = gatewaysPerTest();
 const standalone: VerificationSandbox[] = [];
 afterEach(async () => {
   await Promise.all(standalone.splice(0).map((s) => s.close()));
 });
 
-/** Runs `node --import tsx src/main.ts` until its start-up line (then SIGTERM) or its exit; everything it wrote, and its exit code. */
-function runMain(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
-      PORT: '0',
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'info',
-      DATA_DIR: tempDataDir(),
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  const read = (d: Buffer) => {
-    output += d.toString();
-    if (output.includes('gateway ready')) child.kill('SIGTERM');
-  };
-  child.stdout.on('data', read);
-  child.stderr.on('data', read);
-  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, output })));
-}
+const runMain = (env: Record<string, string>) => runMainUntilReady({ DATA_DIR: tempDataDir(), ...env });
 
 /** Every upstream real (at addresses nothing listens on: start-up calls none of them). */
 const ALL_REAL = {

@@ -77,3 +77,31 @@ export function gatewayProcesses(): (
     return { child, url: (JSON.parse(line) as { url: string }).url, line, output: () => out, waitFor };
   };
 }
+
+/**
+ * Runs `node --import tsx src/main.ts` until its start-up line (then SIGTERM) or its exit, for a test of what start-up
+ * says or refuses: everything it wrote, and its exit code.
+ */
+export function runMainUntilReady(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      SQLITE_WAL_PREALLOCATE: 'false',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const read = (d: Buffer) => {
+    output += d.toString();
+    if (output.includes('gateway ready')) child.kill('SIGTERM');
+  };
+  child.stdout.on('data', read);
+  child.stderr.on('data', read);
+  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, output })));
+}
