@@ -24,35 +24,43 @@ interface Answer {
   structuredContent?: Record<string, unknown>;
 }
 
+/**
+ * A gateway under MCP_MUTATIONS=approve and MCP_APPROVAL=elicitation, and an agent's client that answers forms itself
+ * (manual mode), so that it can send an answer again: `call` calls execute_plan and returns its answer as it comes.
+ */
+async function replayingClient(prefix: string) {
+  const gw = await start({
+    GATEWAY_APPS_FILE: appsFile(prefix, [
+      { name: 'agent', scopes: ['identity:read', 'identity:write'], key: AGENT_KEY },
+    ]),
+    MCP_MUTATIONS: 'approve',
+    MCP_APPROVAL: 'elicitation',
+  });
+  const client = new Client(
+    { name: 'replaying-client', version: '1.0.0' },
+    {
+      versionNegotiation: { mode: 'auto' },
+      capabilities: { elicitation: { form: {} } },
+      inputRequired: { autoFulfill: false },
+    },
+  );
+  client.setRequestHandler('elicitation/create', () => ({ action: 'decline' }));
+  clients.push(client);
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${AGENT_KEY}` } },
+    }),
+  );
+  const call = async (args: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+    (await client.callTool({ name: 'execute_plan', arguments: args, ...extra }, {
+      allowInputRequired: true,
+    } as never)) as unknown as Answer;
+  return { gw, client, call };
+}
+
 describe('an elicited approval binds the plan as it was shown', () => {
   it("a replayed accept of a pending plan's form does not run it again once its outcome is unknown", async () => {
-    const gw = await start({
-      GATEWAY_APPS_FILE: appsFile('elicited-status-', [
-        { name: 'agent', scopes: ['identity:read', 'identity:write'], key: AGENT_KEY },
-      ]),
-      MCP_MUTATIONS: 'approve',
-      MCP_APPROVAL: 'elicitation',
-    });
-    // A client that answers forms itself (manual mode), so that it can send an answer again.
-    const client = new Client(
-      { name: 'replaying-client', version: '1.0.0' },
-      {
-        versionNegotiation: { mode: 'auto' },
-        capabilities: { elicitation: { form: {} } },
-        inputRequired: { autoFulfill: false },
-      },
-    );
-    client.setRequestHandler('elicitation/create', () => ({ action: 'decline' }));
-    clients.push(client);
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), {
-        requestInit: { headers: { authorization: `Bearer ${AGENT_KEY}` } },
-      }),
-    );
-    const call = async (args: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
-      (await client.callTool({ name: 'execute_plan', arguments: args, ...extra }, {
-        allowInputRequired: true,
-      } as never)) as unknown as Answer;
+    const { gw, client, call } = await replayingClient('elicited-status-');
 
     const planned = (await client.callTool({
       name: 'create_identification',
@@ -95,32 +103,7 @@ describe('an elicited approval binds the plan as it was shown', () => {
   });
 
   it("a replayed accept of an unknown plan's form does not run it a third time once its rerun is unknown too", async () => {
-    const gw = await start({
-      GATEWAY_APPS_FILE: appsFile('elicited-rerun-', [
-        { name: 'agent', scopes: ['identity:read', 'identity:write'], key: AGENT_KEY },
-      ]),
-      MCP_MUTATIONS: 'approve',
-      MCP_APPROVAL: 'elicitation',
-    });
-    const client = new Client(
-      { name: 'replaying-client', version: '1.0.0' },
-      {
-        versionNegotiation: { mode: 'auto' },
-        capabilities: { elicitation: { form: {} } },
-        inputRequired: { autoFulfill: false },
-      },
-    );
-    client.setRequestHandler('elicitation/create', () => ({ action: 'decline' }));
-    clients.push(client);
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), {
-        requestInit: { headers: { authorization: `Bearer ${AGENT_KEY}` } },
-      }),
-    );
-    const call = async (args: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
-      (await client.callTool({ name: 'execute_plan', arguments: args, ...extra }, {
-        allowInputRequired: true,
-      } as never)) as unknown as Answer;
+    const { gw, client, call } = await replayingClient('elicited-rerun-');
     const accepting = (asked: Answer) => ({
       inputResponses: { approval: { action: 'accept', content: { approve: true } } },
       requestState: asked.requestState,
