@@ -126,9 +126,9 @@ export class StreamCancel implements CancelSignal {
 }
 
 /**
- * Subscriptions over the event log and bus. The live listener is registered BEFORE the log is read, and
- * events are ordered by their log sequence, so an event that arrives while the stored one is being read
- * is neither lost (gap) nor yielded twice (duplicate).
+ * Subscriptions over the event log and bus. The live listener is registered BEFORE the log is read, and a live
+ * event at or below the stored one's sequence is dropped, so an event that arrives while the stored one is being
+ * read is neither lost (gap) nor yielded twice (duplicate).
  */
 export class EventStreams {
   constructor(
@@ -190,7 +190,8 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
   /** The read of the stored event (for a key), until it settles. */
   private reading: Promise<void> | null = null;
   private done = false;
-  private lastSeq = 0;
+  /** On one key, the sequence number of the stored event read at the start (0: none): see `behindStored`. */
+  private storedSeq = 0;
   private yielded = 0;
   private unsubscribe: (() => void) | null = null;
   /** Made when a signal is given (most streams have none, and a waiting stream keeps what it made). */
@@ -234,17 +235,16 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
     // A stream that ended on its `initial` value listens for nothing (a consumer may still ask again: graphql-sse does).
     if (this.done) return;
     const f = this.filter;
-    // The live listener goes first, and events are ordered by their log sequence, so an event that arrives while the
-    // stored one is read is neither lost (gap) nor yielded twice (duplicate). A stream over every key reads nothing
-    // stored and the bus delivers each event once, not always in sequence order (an insert can commit after a later
-    // one): it yields every event.
+    // The live listener goes first, and a live event at or below the stored one is dropped, so an event that arrives
+    // while the stored one is read is neither lost (gap) nor yielded twice (duplicate). The bus delivers each event
+    // once, not always in sequence order (an insert can commit after a later one, two webhooks publish in the order
+    // they are answered): every other live event is yielded, as it comes.
     this.unsubscribe = this.bus.subscribe(f.kind, f.key ?? null, (event) => {
       if (this.done || !this.matches(event)) return;
       const e = this.ahead === null ? event : this.beyondAhead(event);
-      if (e === null) return;
+      if (e === null || this.behindStored(e)) return;
       const waiting = this.waiting;
       if (waiting !== null && this.reading === null) {
-        if (this.yieldedAlready(e)) return;
         this.waiting = null;
         waiting.resolve(this.take(e));
         return;
@@ -271,7 +271,11 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
             until.union(new Position(stored.seq)),
             stored.receivedAt.getTime(),
           );
-          (this.queue ??= []).unshift(stored);
+          // What came live during the read at or below it is the stored event itself, or older: dropped here once,
+          // later ones on arrival (`behindStored`).
+          this.storedSeq = stored.seq;
+          const queued = this.queue;
+          this.queue = queued === null ? [stored] : [stored, ...queued.filter((e) => e.seq > stored.seq)];
         }
         this.wake();
       },
@@ -388,15 +392,19 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
     return null;
   }
 
-  /** On one key, whether `e` is the stored event (or older) that the stream yielded already. */
-  private yieldedAlready(e: EventRecord): boolean {
-    return this.filter.key !== undefined && e.seq <= this.lastSeq;
+  /**
+   * On one key, whether live `e` is the stored event, or older (the stored event's cursor covers it). Not
+   * whether it is below the last event yielded: two events received together may be published in the reverse of their
+   * log order (docs/decisions/061), and the lower one, coming second, is no copy of anything yielded. A resumed stream
+   * reads no stored event: what it replays is inside the bus's position when it started, what comes live outside it.
+   */
+  private behindStored(e: EventRecord): boolean {
+    return e.seq <= this.storedSeq;
   }
 
   /** `e` as the stream's next result, counted; the stream stops listening at once after its last one. */
   private take(e: EventRecord): IteratorResult<T> {
     if (this.expired()) return DONE;
-    this.lastSeq = e.seq;
     this.yielded += 1;
     this.streams.delivered(e);
     const f = this.filter;
@@ -413,14 +421,10 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
     return true;
   }
 
-  /** The next queued event in sequence, if any. */
+  /** The next queued event (the stored one first), if any. */
   private fromQueue(): IteratorResult<T> | null {
-    const queue = this.queue;
-    while (queue !== null && queue.length > 0) {
-      const e = queue.shift()!;
-      if (!this.yieldedAlready(e)) return this.take(e);
-    }
-    return null;
+    const e = this.queue?.shift();
+    return e === undefined ? null : this.take(e);
   }
 
   /**
