@@ -65,6 +65,7 @@ const PAGE = `<!doctype html>
 </main>
 <dialog id="confirm" aria-labelledby="confirmhead">
   <h2 id="confirmhead"></h2>
+  <p class="meta" id="confirmagain" hidden></p>
   <pre id="confirmsummary"></pre>
   <p class="meta" id="confirmhash"></p>
   <div class="actions">
@@ -126,6 +127,10 @@ const SCRIPT = String.raw`'use strict';
     return el;
   }
 
+  const AGAIN = 'Its last run\'s outcome is unknown: the requests may have been applied. Approved again, it runs ' +
+    'again under the same idempotency keys: a cloud creation is made once (its service honours the key), but an ' +
+    'identity check may be made a second time: check the identity service first.';
+
   function render(plan, into, focused) {
     const el = document.createElement('article');
     el.className = 'plan' + (focused ? ' focus' : '');
@@ -146,11 +151,7 @@ const SCRIPT = String.raw`'use strict';
     el.append(details);
     const unknown = plan.status === 'UNKNOWN';
     if (plan.status === 'PENDING' || plan.status === 'APPROVED' || unknown) {
-      if (unknown) {
-        el.append(text('p', 'Its last run\'s outcome is unknown: the requests may have been applied. Approved ' +
-          'again, it runs again under the same idempotency keys: a cloud creation is made once (its service honours ' +
-          'the key), but an identity check may be made a second time: check the identity service first.', 'meta'));
-      }
+      if (unknown) el.append(text('p', AGAIN, 'meta'));
       const actions = document.createElement('div');
       actions.className = 'actions';
       const approve = text('button', 'Approve', 'approve');
@@ -178,7 +179,13 @@ const SCRIPT = String.raw`'use strict';
   let asking = null;
   function ask(plan) {
     asking = plan;
-    $('confirmhead').textContent = 'Approve the plan of ' + plan.app + ' to run ' + plan.tool + '?';
+    // The question says what approving does: a plan whose run ended unknown runs again, and its summary reads as a
+    // pending plan's, so a click the moving list put on its card must not pass for the first run's approval.
+    const again = plan.status === 'UNKNOWN';
+    $('confirmhead').textContent =
+      'Approve the plan of ' + plan.app + ' to run ' + plan.tool + (again ? ' again?' : '?');
+    $('confirmagain').textContent = again ? AGAIN : '';
+    $('confirmagain').hidden = !again;
     $('confirmsummary').textContent = shown(plan.summary);
     $('confirmhash').textContent = 'Plan ' + plan.id + ', hash ' + plan.hash;
     $('confirm').showModal();
@@ -338,7 +345,13 @@ export function approvalsRoutes(): ApprovalsRoute[] {
       path: /^\/approvals\/?$/,
       name: 'approvals page',
       handle: (_req, res) => {
-        res.writeHead(200, { ...HEADERS, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': csp });
+        res.writeHead(200, {
+          ...HEADERS,
+          'content-type': 'text/html; charset=utf-8',
+          'content-security-policy': csp,
+          // Opened from an agent's link: the page that opened it keeps no handle to send it to a look-alike sign-in.
+          'cross-origin-opener-policy': 'same-origin',
+        });
         res.end(PAGE);
       },
     },

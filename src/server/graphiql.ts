@@ -255,6 +255,8 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
       'content-security-policy': csp,
       'x-content-type-options': 'nosniff',
       'referrer-policy': 'no-referrer',
+      // Opened from an agent's link (?approvePlan=): the page that opened it keeps no handle to send it elsewhere.
+      'cross-origin-opener-policy': 'same-origin',
       // The same URL answers GraphQL for other Accept values.
       vary: 'Accept',
     });

@@ -237,6 +237,60 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
     await page.context().close();
   });
 
+  it('the question before approving a plan whose run ended unknown says it runs again, and what that risks', async () => {
+    const planned = await agent.call('create_identification', { input: { workflowId: 'wf-asked-again' } });
+    expect(planned.isError, textOf(planned)).toBeFalsy();
+    const planId = planned.structuredContent!.planId as string;
+    const approve = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
+    expect((await gw.graphql(approve, { id: planId }, { key: SECOND_KEY })).data).toEqual({
+      approvePlan: { status: 'APPROVED' },
+    });
+    const identification = gw.gateway.sandbox.identification!;
+    identification.faults.enqueueFor(() => true, 'reset-after');
+    const first = await agent.call('execute_plan', { planId });
+    identification.faults.clear();
+    expect(first.structuredContent).toMatchObject({ status: 'UNKNOWN' });
+    const sent = identification.requests.filter((r) => r.method === 'POST').length;
+
+    // A click that lands on this card (the list moved under the pointer) asks the person about this plan: the
+    // question itself says that approving sends it again, since its summary reads as a pending plan's.
+    const page = await open(APPROVER_KEY, { width: 1200, height: 900 });
+    const card = page.locator(`article[data-plan-id="${planId}"]`);
+    await card.getByRole('button', { name: 'Approve' }).click(WAIT);
+    const asked = page.getByRole('dialog');
+    await asked.getByText(planned.structuredContent!.hash as string).waitFor(WAIT);
+    expect(await asked.getByRole('heading').textContent()).toMatch(/ again\?$/);
+    expect(await asked.textContent()).toMatch(
+      /an identity check may be made a second time: check the identity service/,
+    );
+    await asked.getByRole('button', { name: 'Cancel' }).click();
+    await asked.waitFor({ state: 'hidden', ...WAIT });
+
+    // The question of a pending plan says nothing of the kind.
+    const pending = await agent.call('create_project', { input: { name: 'asked-once' } });
+    expect(pending.isError, textOf(pending)).toBeFalsy();
+    const pendingId = pending.structuredContent!.planId as string;
+    await page.locator(`article[data-plan-id="${pendingId}"]`).getByRole('button', { name: 'Approve' }).click(WAIT);
+    await asked.getByText(pending.structuredContent!.hash as string).waitFor(WAIT);
+    expect(await asked.getByRole('heading').textContent()).not.toMatch(/again/);
+    expect(await asked.textContent()).not.toMatch(/unknown/);
+    await asked.getByRole('button', { name: 'Cancel' }).click();
+    await page.context().close();
+
+    const plan = await gw.graphql(
+      'query($id: ID!) { agentPlan(id: $id) { status } }',
+      { id: planId },
+      { key: APPROVER_KEY },
+    );
+    expect(plan.data).toEqual({ agentPlan: { status: 'UNKNOWN' } });
+    expect(identification.requests.filter((r) => r.method === 'POST')).toHaveLength(sent);
+    await gw.graphql(
+      'mutation($id: ID!) { declinePlan(planId: $id) { status } }',
+      { id: pendingId },
+      { key: APPROVER_KEY },
+    );
+  });
+
   it('an approval the network loses says so, and leaves the plan as it was', async () => {
     const page = await open(APPROVER_KEY, { width: 1200, height: 900 });
     // The approval's request never reaches the gateway (a dropped connection): the other requests go through.
