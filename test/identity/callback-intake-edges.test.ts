@@ -139,9 +139,41 @@ describe('verification callbacks: tolerant of how they are written', () => {
     expect((await post(v.url, JSON.stringify({ status: 'UNTYPED' }), {})).status).toBe(204);
     await waitFor(() => sub.received.length > 0, 20_000, 'the callback');
     expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['UNTYPED']);
-    // A body whose declared type is neither JSON nor form fields is still refused.
-    expect((await post(v.url, JSON.stringify({ status: 'PLAIN' }), { 'content-type': 'text/plain' })).status).toBe(400);
     sub.stop();
+  });
+
+  it('takes a JSON body whatever type it declares, and refuses one that is not JSON under such a type as before', async () => {
+    const v = await register('key-a');
+    const link = await createIdentification('key-a');
+    const verifications = subscribe(client('key-a'), VERIFICATION_COMPLETED, { externalId: v.id });
+    const identifications = subscribe(client('key-a'), IDENTIFICATION_COMPLETED, { id: link.id });
+    await subscriptionsOnBus(t, VERIFICATION_EVENT_KIND, v.id);
+    await subscriptionsOnBus(t, IDENTIFICATION_EVENT_KIND, link.id);
+    const before = { events: await events(), rejected: await webhookCount('verification', 'rejected') };
+    const refusal = {
+      error: 'invalid_request',
+      error_description:
+        'the body must be JSON (Content-Type: application/json) or form fields (application/x-www-form-urlencoded)',
+    };
+    const types = ['text/plain; charset=utf-8', 'application/octet-stream', 'multipart/form-data; boundary=x'];
+    for (const type of types) {
+      const refused = await post(v.url, 'status=COMPLETED', { 'content-type': type });
+      expect([refused.status, refused.body], type).toEqual([400, refusal]);
+      expect((await post(v.url, '', { 'content-type': type })).body, type).toEqual(refusal);
+    }
+    expect(await events()).toBe(before.events);
+    expect(await webhookCount('verification', 'rejected')).toBe(before.rejected + 2 * types.length);
+    for (const [i, type] of types.entries()) {
+      const body = JSON.stringify({ status: `TYPED-${i}` });
+      expect((await post(v.url, body, { 'content-type': type })).status, type).toBe(204);
+      const identification = JSON.stringify({ id: link.id, status: `TYPED-${i}` });
+      expect((await post(link.callbackUrl, identification, { 'content-type': type })).status, type).toBe(204);
+    }
+    await waitFor(() => verifications.received.length >= types.length, 20_000, 'the verification callbacks');
+    await waitFor(() => identifications.received.length >= types.length, 20_000, 'the identification callbacks');
+    const statuses = types.map((_, i) => `TYPED-${i}`);
+    expect(verifications.received.map((e) => e.verificationCompleted.status)).toEqual(statuses);
+    expect(identifications.received.map((e) => e.identificationCompleted.status)).toEqual(statuses);
   });
 });
 
@@ -185,7 +217,7 @@ describe('callbacks: strict about what they may change', () => {
     expect((await post(v.url, JSON.stringify({ status: 'RESULT' }))).status).toBe(204);
     await waitFor(() => sub.received.length > 0, 20_000, 'the result');
     const before = { events: await events(), rejected: await webhookCount('verification', 'rejected') };
-    const reference = await post(v.url, JSON.stringify({ status: 'PLAIN' }), { 'content-type': 'text/plain' });
+    const reference = await post(v.url, 'status=PLAIN', { 'content-type': 'text/plain' });
     const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
     const empties: Array<[string, Record<string, string>]> = [
       ['{}', JSON_TYPE],

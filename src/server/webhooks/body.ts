@@ -16,6 +16,11 @@ export interface WebhookBodyOptions {
   ): 'json' | ((text: string) => { ok: true; body: unknown } | { ok: false; description: string }) | null;
   /** The answer to an unsupported media type: its status and description. */
   unsupported: { status: 400 | 415; description: string };
+  /**
+   * A declared type `parserFor` refuses: refused unread with `unsupported` (the default), or, with `json`, read as JSON
+   * all the same and refused with `unsupported` only when it does not parse.
+   */
+  otherTypes?: 'refuse' | 'json';
 }
 
 const REPLACEMENT = '\uFFFD';
@@ -52,10 +57,14 @@ export function formFields(
   return { ok: true, body: Object.fromEntries(fields) };
 }
 
-/** Identity callbacks (verification and identification): any JSON media type or form fields, anything else a 400. */
+/**
+ * Identity callbacks (verification and identification): any JSON media type or form fields; under any other type a
+ * body that parses as JSON is taken, and one that does not is a 400.
+ */
 export const CALLBACK_BODY: Omit<WebhookBodyOptions, 'limit'> = {
-  // The spec shows neither the callbacks' payload nor their headers: a body sent with no Content-Type is read as JSON,
-  // as a mobile-ID notification is (what does not parse is still a 400); a declared type of neither kind is refused.
+  // The spec shows neither the callbacks' payload nor their headers, so nothing says which type a platform declares: a
+  // body sent with no Content-Type, or with a type of neither kind (text/plain), is read as JSON, tolerant of what
+  // arrives; what does not parse is still a 400.
   defaultType: 'application/json',
   parserFor: (type) =>
     type === 'application/json' || type.endsWith('+json')
@@ -68,6 +77,7 @@ export const CALLBACK_BODY: Omit<WebhookBodyOptions, 'limit'> = {
     description:
       'the body must be JSON (Content-Type: application/json) or form fields (application/x-www-form-urlencoded)',
   },
+  otherTypes: 'json',
 };
 
 /** Deepest nesting of arrays and objects a webhook body may have. */
@@ -147,6 +157,18 @@ function malformed(description: string): WebhookBody {
   };
 }
 
+/** Under a type the route does not name, a body that is not JSON: the answer it got when it was refused unread. */
+function notJsonUnderOtherType(options: WebhookBodyOptions): WebhookBody {
+  return {
+    ok: false,
+    status: options.unsupported.status,
+    error: WebhookErrorCode.INVALID_REQUEST,
+    reason: 'UNSUPPORTED_MEDIA_TYPE',
+    description: options.unsupported.description,
+    close: false,
+  };
+}
+
 /**
  * The one reader of webhook bodies (mobile-ID notifications, verification and identification callbacks): the media type is
  * checked before a byte is read, the size is bounded (early, from Content-Length), and the body is parsed.
@@ -166,7 +188,10 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
     };
   }
   const type = mediaType(req) || options.defaultType || '';
-  const parser = options.parserFor(type);
+  const declared = options.parserFor(type);
+  // A type the route does not name, read as JSON: a body that does not parse gets the unsupported type's answer.
+  const sniffed = !declared && options.otherTypes === 'json';
+  const parser = declared ?? (sniffed ? 'json' : null);
   if (!parser) {
     return {
       ok: false,
@@ -192,13 +217,13 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
     };
   }
   // Decoded, bytes that are not UTF-8 would each become U+FFFD: two different identifiers could read as one.
-  if (!isUtf8(raw)) return malformed('the body is not valid UTF-8 text');
+  if (!isUtf8(raw)) return sniffed ? notJsonUnderOtherType(options) : malformed('the body is not valid UTF-8 text');
   if (parser === 'json') {
     let body: unknown;
     try {
       body = JSON.parse(jsonText(raw)) as unknown;
     } catch {
-      return malformed('the body is not valid JSON');
+      return sniffed ? notJsonUnderOtherType(options) : malformed('the body is not valid JSON');
     }
     // Everything downstream (canonical JSON, schemas, digests) walks the body recursively, and stores its strings.
     const refusal = unsound(body, MAX_WEBHOOK_DEPTH);
