@@ -82,6 +82,16 @@ export function upstreamExternalId(scope: string, externalId: string): string {
   return nameBasedUuid(`${scope}\u0000${externalId}`, EXTERNAL_ID_NAMESPACE);
 }
 
+const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * An id the upstream names, a UUID written in lowercase as `upstreamExternalId` writes it: a UUID is the same whatever
+ * the case of its hex digits (RFC 9562), so one echoed in capitals is the derived id. Any other id as it is.
+ */
+function uuidInLowercase(id: string): string {
+  return UUID_TEXT.test(id) ? id.toLowerCase() : id;
+}
+
 /**
  * The sealing contexts (AES-GCM associated data): a sealed value opens only where it was sealed. The first ones
  * named the record alone; those written since name its owner too, as a JSON array (unambiguous; docs/decisions/050).
@@ -568,6 +578,11 @@ export class IdentityService {
     const upstreamIds = [...new Set(records.flatMap((r) => (r === null ? [] : [r.id])))];
     if (upstreamIds.length === 0) return externalIds.map(() => null);
     const byId = await this.o.verification.results(upstreamIds, log);
+    // A result naming a UUID in capitals is filed under the lowercase id it stands for too, unless one is named so.
+    for (const [id, item] of [...byId]) {
+      const lowercase = uuidInLowercase(id);
+      if (!byId.has(lowercase)) byId.set(lowercase, item);
+    }
     // The upstream answers by the id it was sent; the app reads its own id back.
     return externalIds.map((id, i) => {
       const item = records[i] ? byId.get(records[i].id) : undefined;
@@ -697,13 +712,13 @@ export class IdentityService {
       status: 'invalid',
       description: 'the body names another verification than the one this callbackUrl was issued for',
     } as const;
-    // The token is bound to the app's own id; the upstream names the id it was sent (derived from it), or, for a
-    // verification registered before ids were derived, the app's id itself.
+    // The token is bound to the app's own id; the upstream names the id it was sent (derived from it, in any letter
+    // case), or, for a verification registered before ids were derived, the app's id itself.
     if (
       binding.externalId !== null &&
       named !== null &&
       named !== binding.externalId &&
-      named !== upstreamExternalId(binding.createdBy, binding.externalId)
+      uuidInLowercase(named) !== upstreamExternalId(binding.createdBy, binding.externalId)
     ) {
       return anotherVerification;
     }
