@@ -102,31 +102,40 @@ export class EventReader {
       if (first.events.length > 0 || options.signal?.aborted)
         return { ...first, timedOut: false, since: this.cursors.encode(start, this.now()) };
       const seconds = Math.min(MAX_WAIT_SECONDS, Math.max(0, options.timeoutSeconds));
-      if (!woken && seconds > 0) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, seconds * 1000);
-          const signal = options.signal;
-          function done(): void {
-            clearTimeout(timer);
-            signal?.removeEventListener('abort', done);
+      const signal = options.signal;
+      // The timeout runs once for the whole wait: a wake that finds nothing to return waits out what is left of it.
+      let ended = seconds === 0;
+      const end = (): void => {
+        ended = true;
+        wake?.();
+      };
+      const timer = ended ? undefined : setTimeout(end, seconds * 1000);
+      signal?.addEventListener('abort', end);
+      try {
+        let since: Position | undefined;
+        for (;;) {
+          if (!woken && !ended) {
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+            });
             wake = null;
-            resolve();
           }
-          wake = done;
-          signal?.addEventListener('abort', done);
-        });
+          if (!woken || signal?.aborted) return { ...first, timedOut: !signal?.aborted, since: first.cursor };
+          // Woken after the caller's token expired (its scheduled end not run yet): nothing logged since is read with it.
+          if (this.expired(caller)) return { ...first, timedOut: false, since: first.cursor };
+          // Listening on: an event delivered during the read below wakes the next turn.
+          woken = false;
+          since ??= this.cursors.decode(first.cursor, Infinity).position;
+          const next = await this.read(caller, since, this.bus.position(), options.kinds, limit);
+          // An event the cursor already covers (delivered here late, from a replica that was ahead of this one) woke it
+          // with nothing to return: the wait goes on, until an event outside the cursor or the timeout.
+          if (next.events.length > 0 || ended)
+            return { ...next, timedOut: next.events.length === 0, since: first.cursor };
+        }
+      } finally {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', end);
       }
-      if (!woken) return { ...first, timedOut: !options.signal?.aborted, since: first.cursor };
-      // Woken after the caller's token expired (its scheduled end not run yet): nothing logged since is read with it.
-      if (this.expired(caller)) return { ...first, timedOut: false, since: first.cursor };
-      const next = await this.read(
-        caller,
-        this.cursors.decode(first.cursor, Infinity).position,
-        this.bus.position(),
-        options.kinds,
-        limit,
-      );
-      return { ...next, timedOut: next.events.length === 0, since: first.cursor };
     } finally {
       for (const off of unsubscribe) off();
     }
