@@ -21,7 +21,7 @@ import {
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import { nameOperationSpan, recordOperationErrors } from '../telemetry/operations.js';
-import type { OperationLimits } from './limits.js';
+import { namingValidationStop, type OperationLimits } from './limits.js';
 import type { Pipeline } from './pipeline.js';
 import {
   ensureGraphQLError,
@@ -177,6 +177,16 @@ function pipelinePlugin(
   contentTypes: SingleResultTypes,
 ): ApolloServerPlugin<GraphQLContext> {
   const listener: Awaited<ReturnType<NonNullable<ApolloServerPlugin<GraphQLContext>['requestDidStart']>>> = {
+    // graphql-js's word that it stopped validating, in the gateway's (namingValidationStop), as the prepare stage has
+    // it: Apollo answers the very array it hands here, so its last error is replaced where it is. Only a document
+    // that does not validate pays for it (Apollo keeps those that do, and validates them no more).
+    async validationDidStart() {
+      return async (errors) => {
+        if (!errors?.length) return;
+        const named = namingValidationStop(errors as readonly GraphQLError[]);
+        if (named !== errors) (errors as GraphQLError[])[errors.length - 1] = named[named.length - 1]!;
+      };
+    },
     async responseForOperation({ contextValue, document, operation, request, source }) {
       if (!operation || source === undefined) return null;
       // An Accept that allows no JSON type: Apollo answers 406 once the operation has run (runHttpQuery.js), so it

@@ -62,6 +62,39 @@ export function limitError(limit: LimitName, max: number, armorMessage: string):
 }
 
 /**
+ * graphql-js's last error when it stops validating a document, by its words, and the gateway's for it. Past its own
+ * work budget (the selections of one field name are compared pair by pair, fragments followed: some 800 selections of
+ * `__typename` exhaust it) it says only "Validation aborted."; past 100 errors, that it reached its error limit.
+ * Neither says what to do, and neither is a limit the gateway sets, so neither names a variable.
+ */
+const VALIDATION_STOPPED: ReadonlyMap<string, string> = new Map([
+  [
+    'Validation aborted.',
+    'The document has too many fields to validate: graphql-js stopped at its work budget (the selections of one ' +
+      'field name are compared pair by pair). Select each field once, or split the operation.',
+  ],
+  [
+    'Too many validation errors, error limit reached. Validation aborted.',
+    'The document has too many errors to validate: validation stopped after the first 100, above. Mend those and ' +
+      'send it again.',
+  ],
+]);
+
+/**
+ * `errors` of graphql-js's validate, with its last one in the gateway's words when it is graphql-js's word that it
+ * stopped (VALIDATION_STOPPED), coded as every refused document is; else `errors` itself. Only refused documents pay
+ * for it, once per validation.
+ */
+export function namingValidationStop(errors: readonly GraphQLError[]): readonly GraphQLError[] {
+  const last = errors[errors.length - 1];
+  // graphql-js's own error: no node, no code (a rule's error with these words would have a node).
+  const words = last && !last.nodes && last.extensions.code === undefined ? VALIDATION_STOPPED.get(last.message) : null;
+  if (!words) return errors;
+  const named = new GraphQLError(words, { extensions: { code: ApolloServerErrorCode.GRAPHQL_VALIDATION_FAILED } });
+  return [...errors.slice(0, -1), named];
+}
+
+/**
  * The refusal of a request body (or SSE operation) over GRAPHQL_MAX_BODY_BYTES, as an answer's error: the same words
  * on every route that reads one, naming the variable and its value as every limit's refusal does.
  */

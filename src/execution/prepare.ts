@@ -15,7 +15,7 @@ import {
 import type { CompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
 
-import type { OperationLimits } from './limits.js';
+import { namingValidationStop, type OperationLimits } from './limits.js';
 
 export interface PreparedDocument {
   /** The text, shared by every subscription of it (bench scenario 5, memory per idle subscription). */
@@ -79,7 +79,9 @@ export class DocumentCache {
       } else {
         try {
           const parsed = this.limits.parse(query);
-          const errors = validate(this.schema, parsed, this.rules, { hideSuggestions: this.hideSuggestions });
+          const errors = namingValidationStop(
+            validate(this.schema, parsed, this.rules, { hideSuggestions: this.hideSuggestions }),
+          );
           document = errors.length ? errors : parsed;
           if (errors.length) refusedAt = 'validate';
         } catch (err) {

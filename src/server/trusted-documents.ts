@@ -5,6 +5,7 @@ import { LRUCache } from 'lru-cache';
 import { JsonFileError, readJsonFile, type JsonFile } from '../auth/json-file.js';
 import { ConfigError } from '../config/index.js';
 import { ErrorCode } from '../errors.js';
+import { namingValidationStop } from '../execution/limits.js';
 
 export type TrustedDocumentsMode = 'off' | 'allow' | 'enforce';
 
@@ -177,7 +178,7 @@ export class TrustedDocuments {
       } catch (err) {
         return fail(`document ${id} does not parse: ${(err as Error).message}`, file.lineOf([id]));
       }
-      const errors = validate(options.schema, parsed);
+      const errors = namingValidationStop(validate(options.schema, parsed));
       if (errors.length)
         fail(`document ${id} is not valid against the schema: ${errors[0]!.message}`, file.lineOf([id]));
       prepared += 1;
