@@ -852,7 +852,7 @@ const VARS = {
   ),
   SUBSCRIBER_BUFFER_BYTES: declare(
     int(8 * 1024 * 1024, 1024, 2 ** 40),
-    'Most bytes a WebSocket subscriber or an SSE event stream may leave unread: past it the gateway closes the connection (a WebSocket with 1013 and the last cursor of the subscription it could not deliver to; an SSE stream resumes with Last-Event-ID), rather than skip events or buffer without bound.',
+    'Most bytes a WebSocket subscriber or an SSE event stream may leave unread: past it the gateway closes the connection (a WebSocket with 1013 and the last cursor of the subscription it could not deliver to; an SSE stream resumes with Last-Event-ID), rather than skip events or buffer without bound. A reserved SSE stream not connected yet is released past this many bytes of results waiting for its GET.',
   ),
   WS_KEEP_ALIVE_SWEEP: declare(
     bool(true),

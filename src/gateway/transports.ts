@@ -311,8 +311,8 @@ function mcpTransport(
     if (surface.skipped.length > 0) {
       logger.warn(
         { tools: surface.skipped },
-        "MCP leaves out the operations the GraphQL limits refuse, and those named as one of the gateway's own tools or " +
-          'as an operation of an earlier trusted document: ' +
+        "MCP leaves out the operations the GraphQL limits refuse, and those named as one of the gateway's own tools, " +
+          'as an operation of an earlier trusted document or with a name longer than an MCP tool may have: ' +
           'raise the limits named, or rename the operation, to offer them as tools',
       );
     }

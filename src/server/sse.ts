@@ -208,6 +208,11 @@ interface Reservation {
   ids: EventIds;
   /** Once connected: its end with the credential that connected it (at that credential's expiry, or a reload's). */
   ending?: Ending;
+  /**
+   * The bytes of the results handed to graphql-sse for it while it is not connected: graphql-sse queues them until its
+   * GET connects, and past SUBSCRIBER_BUFFER_BYTES it is released (see `hold`).
+   */
+  heldBytes: number;
 }
 
 /**
@@ -401,7 +406,11 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
           ?.return(undefined)
           .catch(() => undefined);
       const cursor = out.extensions?.cursor;
-      idsOf(req.context)?.push(typeof cursor === 'string' ? cursor : undefined);
+      const stream = req.context.stream;
+      const reservation = stream === undefined ? undefined : reservations.get(stream);
+      (reservation?.ids ?? req.context.ids)?.push(typeof cursor === 'string' ? cursor : undefined);
+      // Only a reserved stream not connected yet is measured: a connected one's writer bounds what it leaves unsent.
+      if (reservation !== undefined && !reservation.connected) hold(stream!, reservation, out, req.context.requestId);
       return out;
     },
   });
@@ -409,6 +418,26 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   /** The ids of the event stream a request's operation writes to: its reserved stream's, or its own distinct one's. */
   function idsOf(context: SseContext, stream = context.stream): EventIds | undefined {
     return (stream === undefined ? undefined : reservations.get(stream)?.ids) ?? context.ids;
+  }
+
+  /**
+   * graphql-sse queues the results of a reserved stream's operations until its GET connects it, as many as its
+   * subscriptions yield meanwhile (up to the minute of its reservation): past SUBSCRIBER_BUFFER_BYTES of them it is
+   * released as an unconnected reservation is at that minute's end (its subscriptions end and give back their places),
+   * and counted as a slow consumer, as a connected stream whose client does not read is closed. graphql-sse shows
+   * nothing of its queue: each result is measured here as the JSON it is written in, once, and only until the GET.
+   */
+  function hold(token: string, reservation: Reservation, result: ExecutionResult, requestId: string): void {
+    reservation.heldBytes += Buffer.byteLength(JSON.stringify(result));
+    if (reservation.heldBytes <= bufferLimit) return;
+    options.logger.warn(
+      { requestId, heldBytes: reservation.heldBytes },
+      'releasing a reserved SSE stream not connected: its results waiting for its GET passed SUBSCRIBER_BUFFER_BYTES',
+    );
+    options.onClosed?.('slow_consumer');
+    clearTimeout(reservation.timer);
+    // It is released once: `release` forgets the reservation at once, and later results find none to count for.
+    void release(token);
   }
 
   function withStream(context: GraphQLContext, stream: string | undefined): GraphQLContext {
@@ -484,7 +513,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   }
 
   function reserve(token: string, scope: string): void {
-    const reservation: Reservation = { scope, connected: false, timer: undefined, ids: [] };
+    const reservation: Reservation = { scope, connected: false, timer: undefined, ids: [], heldBytes: 0 };
     if (options.scheduleRelease) {
       options.scheduleRelease(() => void release(token));
     } else {

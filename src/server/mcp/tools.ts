@@ -173,7 +173,16 @@ export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline, skipped:
   return tools;
 }
 
-/** A named operation of a trusted document: its tool, or, when the GraphQL limits refuse it, why (and no tool). */
+/**
+ * The names MCP allows a tool (1 to 128 of these characters). A GraphQL name holds none but letters, digits and `_`,
+ * so only its length can take an operation's name out of them.
+ */
+const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
+
+/**
+ * A named operation of a trusted document: its tool, or, when the GraphQL limits refuse it or its name cannot be a
+ * tool's, why (and no tool).
+ */
 interface DocumentOperation {
   readonly name: string;
   readonly tool: OperationTool | null;
@@ -193,7 +202,17 @@ function documentOperations(
     if (operation.kind !== Kind.OPERATION_DEFINITION || !operation.name || operation.operation === 'subscription')
       continue;
     const name = operation.name.value;
-    if (!/^[A-Za-z0-9_.-]{1,128}$/.test(name)) continue;
+    // Left out where the operator sees it, as the names taken are (`ManifestTools.tools`), not dropped without a word.
+    if (!TOOL_NAME.test(name)) {
+      operations.push({
+        name,
+        tool: null,
+        refused:
+          `${name} of trusted document ${documentId} (an MCP tool's name is 1 to 128 of the characters A-Z, a-z, ` +
+          `0-9, _, . and -, and this one is ${name.length} characters long: rename the operation to offer it)`,
+      });
+      continue;
+    }
     const root = schema.getRootType(operation.operation);
     const fields = operation.selectionSet.selections
       .flatMap((s) => (s.kind === Kind.FIELD ? [root?.getFields()[s.name.value]] : []))
@@ -269,6 +288,11 @@ export class ManifestTools {
         known?.text === text ? known.operations : documentOperations(this.schema, this.pipeline, documentId, text);
       byDocument.set(documentId, { text, operations });
       for (const { name, tool, refused } of operations) {
+        // A name no tool may have takes no tool's name: an operation of it in a later document is its own to report.
+        if (!TOOL_NAME.test(name)) {
+          skipped.push(refused!);
+          continue;
+        }
         if (this.reserved.has(name)) {
           skipped.push(
             `${name} of trusted document ${documentId} (the name of the gateway's own tool ${name}: rename the ` +
