@@ -7,6 +7,7 @@ import { CursorCodec, Position } from '../../src/events/cursor.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import {
+  closedAsSlow,
   cursorNow,
   noWildcardListener,
   postCompletion,
@@ -215,10 +216,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
     socket.pause();
     const posted: string[] = [];
     const pad = 'x'.repeat(200_000);
-    const metric = async () =>
-      /gateway_subscriptions_closed_total\{reason="slow_consumer"\} (\d+)/.exec(
-        await (await request(`${t.url}/metrics`)).body.text(),
-      )?.[1];
+    const metric = () => closedAsSlow(t);
     for (let i = 0; i < 200 && (await metric()) === undefined; i++) {
       posted.push(`slow-${i}`);
       await postCompletion(urls.get(id!)!, id!, `slow-${i}`, pad);

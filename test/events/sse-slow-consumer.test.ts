@@ -9,7 +9,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { scopeOfApp } from '../../src/auth/caller.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { noWildcardListener, postCompletion, registerVerifications } from '../helpers/resumable.js';
+import {
+  closedAsSlow,
+  noWildcardListener,
+  postCompletion,
+  registerVerifications,
+  sseEvents,
+} from '../helpers/resumable.js';
 import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const KEY = 'key-a';
@@ -43,11 +49,6 @@ describe('a slow SSE subscriber', () => {
     await t.close();
   });
 
-  const closedAsSlow = async () =>
-    /gateway_subscriptions_closed_total\{reason="slow_consumer"\} (\d+)/.exec(
-      await (await request(`${t.url}/metrics`)).body.text(),
-    )?.[1];
-
   /** The subscription over a distinct SSE stream (its own connection), with Last-Event-ID when given. */
   async function open(lastEventId?: string): Promise<Opened> {
     const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
@@ -67,20 +68,13 @@ describe('a slow SSE subscriber', () => {
     });
     expect(res.statusCode).toBe(200);
     const received: Opened['received'] = [];
-    let text = '';
     res.setEncoding('utf8');
-    res.on('data', (chunk: string) => {
-      text += chunk;
-      let end: number;
-      while ((end = text.indexOf('\n\n')) !== -1) {
-        const lines = text.slice(0, end).split('\n');
-        text = text.slice(end + 2);
-        if (!lines.includes('event: next')) continue;
-        const data = JSON.parse(lines.find((l) => l.startsWith('data: '))!.slice(6));
-        const id = lines.find((l) => l.startsWith('id: '))!.slice(4);
-        received.push({ id, n: data.data.verificationCompleted.payload.n });
-      }
-    });
+    res.on(
+      'data',
+      sseEvents((e) => {
+        if (e.event === 'next') received.push({ id: e.id!, n: e.data.data.verificationCompleted.payload.n });
+      }),
+    );
     const ended = new Promise<void>((resolve) => {
       res.on('end', resolve);
       res.on('close', resolve);
@@ -100,11 +94,11 @@ describe('a slow SSE subscriber', () => {
     slow.res.pause();
     const posted: string[] = [];
     const pad = 'x'.repeat(200_000);
-    for (let i = 0; i < 200 && (await closedAsSlow()) === undefined; i++) {
+    for (let i = 0; i < 200 && (await closedAsSlow(t)) === undefined; i++) {
       posted.push(`slow-${i}`);
       await postCompletion(url, id!, `slow-${i}`, pad);
     }
-    expect(await closedAsSlow()).toBe('1');
+    expect(await closedAsSlow(t)).toBe('1');
     expect(t.logs()).toContain('closing a slow SSE subscriber');
     slow.res.resume();
     await slow.ended;

@@ -1,9 +1,11 @@
 // An MCP client for the tests: the SDK's own client over real HTTP, against a gateway started on port 0.
 import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
 import { request } from 'undici';
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterEach, expect } from 'vitest';
 
-import { appsFile, type TestGateway } from './gateway.js';
+import { appsFile, logLines, type TestGateway } from './gateway.js';
 
 export interface McpClientOptions {
   key?: string;
@@ -84,6 +86,41 @@ export function mcpClientsPerTest(): (gw: Pick<TestGateway, 'url'>, o?: McpClien
 export const AGENT_KEY = 'agent-key-0123456789';
 export const APPROVER_KEY = 'approver-key-0123456789';
 export const OPERATOR_KEY = 'operator-key-0123456789';
+
+/**
+ * A trusted-documents manifest holding `documents`, in the fresh directory of the apps file `apps`, which is the
+ * gateway's data directory too: the variables of a gateway that reads both (TRUSTED_DOCUMENTS=allow), and `write`,
+ * which replaces the manifest's documents for a reload to read.
+ */
+export function manifestBeside(
+  apps: string,
+  documents: Record<string, string>,
+): { env: Record<string, string>; write: (documents: Record<string, string>) => void } {
+  const dir = path.dirname(apps);
+  const manifest = path.join(dir, 'manifest.json');
+  const write = (documents: Record<string, string>) => fs.writeFileSync(manifest, JSON.stringify(documents));
+  write(documents);
+  return {
+    env: { DATA_DIR: dir, GATEWAY_APPS_FILE: apps, TRUSTED_DOCUMENTS: 'allow', TRUSTED_DOCUMENTS_MANIFEST: manifest },
+    write,
+  };
+}
+
+/** Reloads `gw`'s files as an operator (`POST /admin/reload` with OPERATOR_KEY), which must answer 200. */
+export async function reloadAsOperator(gw: Pick<TestGateway, 'url'>): Promise<void> {
+  const res = await request(`${gw.url}/admin/reload`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${OPERATOR_KEY}` },
+  });
+  expect(res.statusCode, await res.body.text()).toBe(200);
+}
+
+/** The operations each warning about MCP's left-out tools named (at start-up, then at each reload), a list each. */
+export function leftOutTools(gw: Pick<TestGateway, 'logs'>): string[][] {
+  return logLines<{ msg: string; tools?: string[] }>(gw, (l) => /^MCP leaves out/.test(l.msg)).map(
+    (l) => l.tools ?? [],
+  );
+}
 
 /**
  * A person approves again, naming the state they read (UNKNOWN), a plan whose run ended unknown or was lost: an

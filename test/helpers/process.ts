@@ -4,6 +4,24 @@ import { afterEach } from 'vitest';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
+/** `node --import tsx src/main.ts` on port 0 of 127.0.0.1, logging at info, with `env` over those defaults. */
+function spawnMain(env: Record<string, string>) {
+  return spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      // As startTestGateway: a new database each, whose WAL written ahead would only make the suite slower.
+      SQLITE_WAL_PREALLOCATE: 'false',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
 export interface GatewayProcess {
   child: ChildProcess;
   url: string;
@@ -31,20 +49,7 @@ export function gatewayProcesses(): (
   });
   return async (env, options = {}) => {
     const until = options.until ?? 'gateway ready';
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '',
-        PORT: '0',
-        HOST: '127.0.0.1',
-        LOG_LEVEL: 'info',
-        // As startTestGateway: a new database each, whose WAL written ahead would only make the suite slower.
-        SQLITE_WAL_PREALLOCATE: 'false',
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawnMain(env);
     children.push(child);
     let out = '';
     child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
@@ -83,19 +88,7 @@ export function gatewayProcesses(): (
  * says or refuses: everything it wrote, and its exit code.
  */
 export function runMainUntilReady(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
-      PORT: '0',
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'info',
-      SQLITE_WAL_PREALLOCATE: 'false',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawnMain(env);
   let output = '';
   const read = (d: Buffer) => {
     output += d.toString();

@@ -226,6 +226,34 @@ export interface SseEvent {
 }
 
 /**
+ * An SSE stream's reader: feed it the text as it arrives, in chunks cut anywhere; it calls `onEvent` with each whole
+ * event that names its type (comments and keep-alives are skipped), its `data` parsed as JSON.
+ */
+export function sseEvents(onEvent: (e: SseEvent) => void): (chunk: string) => void {
+  let text = '';
+  return (chunk) => {
+    text += chunk;
+    let end: number;
+    while ((end = text.indexOf('\n\n')) !== -1) {
+      const lines = text.slice(0, end).split('\n');
+      text = text.slice(end + 2);
+      const event = lines.find((l) => l.startsWith('event: '))?.slice(7);
+      if (event === undefined) continue;
+      const data = lines.find((l) => l.startsWith('data: '))?.slice(6);
+      const id = lines.find((l) => l.startsWith('id: '))?.slice(4);
+      onEvent({ event, id, data: data ? JSON.parse(data) : null });
+    }
+  };
+}
+
+/** How many subscriptions `t` has closed as slow consumers (`gateway_subscriptions_closed_total`), undefined for none. */
+export async function closedAsSlow(t: TestGateway): Promise<string | undefined> {
+  return /gateway_subscriptions_closed_total\{reason="slow_consumer"\} (\d+)/.exec(
+    await (await request(`${t.url}/metrics`)).body.text(),
+  )?.[1];
+}
+
+/**
  * One operation over a distinct SSE stream on `t` with `key`, and Last-Event-ID when given: its events as they arrive
  * (`nexts`: the `next` ones), and its end.
  */
@@ -248,21 +276,9 @@ export async function sseStream(
   });
   if (res.statusCode !== 200) throw new Error(`the SSE stream answered ${res.statusCode}`);
   const events: SseEvent[] = [];
-  let text = '';
+  const read = sseEvents((e) => events.push(e));
   const done = (async () => {
-    for await (const chunk of res.body) {
-      text += chunk.toString();
-      let end: number;
-      while ((end = text.indexOf('\n\n')) !== -1) {
-        const lines = text.slice(0, end).split('\n');
-        text = text.slice(end + 2);
-        const event = lines.find((l) => l.startsWith('event: '))?.slice(7);
-        if (event === undefined) continue;
-        const data = lines.find((l) => l.startsWith('data: '))?.slice(6);
-        const id = lines.find((l) => l.startsWith('id: '))?.slice(4);
-        events.push({ event, id, data: data ? JSON.parse(data) : null });
-      }
-    }
+    for await (const chunk of res.body) read(chunk.toString());
   })();
   return { events, nexts: () => events.filter((e) => e.event === 'next'), done };
 }

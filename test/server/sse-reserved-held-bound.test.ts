@@ -8,7 +8,7 @@ import { expect, it } from 'vitest';
 
 import { scopeOfApp } from '../../src/auth/caller.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
-import { postCompletion, registerVerifications } from '../helpers/resumable.js';
+import { closedAsSlow, postCompletion, registerVerifications, sseEvents } from '../helpers/resumable.js';
 import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const start = gatewaysPerTest();
@@ -46,12 +46,6 @@ async function started(): Promise<Started> {
   return { t, id, url, releases };
 }
 
-async function closedAsSlow(t: TestGateway): Promise<string | undefined> {
-  return /gateway_subscriptions_closed_total\{reason="slow_consumer"\} (\d+)/.exec(
-    await (await request(`${t.url}/metrics`)).body.text(),
-  )?.[1];
-}
-
 async function reserve(t: TestGateway): Promise<string> {
   const put = await request(`${t.url}/graphql/stream`, { method: 'PUT', headers: { ...AUTH, accept: 'text/plain' } });
   expect(put.statusCode).toBe(201);
@@ -82,19 +76,13 @@ async function connect(t: TestGateway, token: string): Promise<{ received: strin
   });
   expect(res.statusCode).toBe(200);
   const received: string[] = [];
-  let text = '';
   res.setEncoding('utf8');
-  res.on('data', (chunk: string) => {
-    text += chunk;
-    let end: number;
-    while ((end = text.indexOf('\n\n')) !== -1) {
-      const lines = text.slice(0, end).split('\n');
-      text = text.slice(end + 2);
-      if (!lines.includes('event: next')) continue;
-      const data = JSON.parse(lines.find((l) => l.startsWith('data: '))!.slice(6));
-      received.push(data.payload.data.verificationCompleted.payload.n);
-    }
-  });
+  res.on(
+    'data',
+    sseEvents((e) => {
+      if (e.event === 'next') received.push(e.data.payload.data.verificationCompleted.payload.n);
+    }),
+  );
   return { received, res };
 }
 

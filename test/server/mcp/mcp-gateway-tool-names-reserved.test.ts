@@ -1,54 +1,37 @@
 // The names of the gateway's own tools are reserved (docs/agents.md): a trusted document's operation named as one
 // (execute_plan, execute, wait_for_events, a built-in operation tool) is left out, named with its document in a
 // warning at start-up and at each reload, and the gateway's tool keeps working; the rest of the manifest is offered.
-import fs from 'node:fs';
-import path from 'node:path';
-import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
-import { appsFile, gatewaysPerTest, logLines, type TestGateway } from '../../helpers/gateway.js';
-import { mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
+import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
+import {
+  AGENT_KEY,
+  leftOutTools as leftOut,
+  manifestBeside,
+  mcpClientsPerTest,
+  OPERATOR_KEY,
+  reloadAsOperator,
+  textOf,
+} from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const AGENT_KEY = 'agent-key-0123456789';
-const OPERATOR_KEY = 'operator-key-0123456789';
-
 const PLATFORMS = '{ catalog { platforms { name } } }';
-
-/** The operations each warning about left-out tools named, one list per warning. */
-function leftOut(gw: TestGateway): string[][] {
-  return logLines<{ msg: string; tools?: string[] }>(gw, (l) => /^MCP leaves out/.test(l.msg)).map(
-    (l) => l.tools ?? [],
-  );
-}
 
 describe("a trusted document's operation named as a gateway tool", () => {
   it('is left out and named in a warning; the gateway tools keep working, the rest of the manifest is offered', async () => {
     const apps = appsFile('mcp-reserved-', [
       { name: 'agent', scopes: ['cloud:read', 'cloud:write', 'mobile-id:read', 'operator'], key: AGENT_KEY },
     ]);
-    const dir = path.dirname(apps);
-    const manifest = path.join(dir, 'manifest.json');
-    fs.writeFileSync(
-      manifest,
-      JSON.stringify({
-        'as-execute-plan': `query execute_plan ${PLATFORMS}`,
-        'as-execute': `query execute ${PLATFORMS}`,
-        'as-wait': `query wait_for_events ${PLATFORMS}`,
-        'as-catalog': `query catalog ${PLATFORMS}`,
-        platforms: `query Platforms ${PLATFORMS}`,
-      }),
-    );
-    const gw = await start({
-      DATA_DIR: dir,
-      GATEWAY_APPS_FILE: apps,
-      MCP_MUTATIONS: 'approve',
-      MCP_EXECUTE: 'true',
-      TRUSTED_DOCUMENTS: 'allow',
-      TRUSTED_DOCUMENTS_MANIFEST: manifest,
+    const manifest = manifestBeside(apps, {
+      'as-execute-plan': `query execute_plan ${PLATFORMS}`,
+      'as-execute': `query execute ${PLATFORMS}`,
+      'as-wait': `query wait_for_events ${PLATFORMS}`,
+      'as-catalog': `query catalog ${PLATFORMS}`,
+      platforms: `query Platforms ${PLATFORMS}`,
     });
+    const gw = await start({ ...manifest.env, MCP_MUTATIONS: 'approve', MCP_EXECUTE: 'true' });
     const c = await connect(gw, { key: AGENT_KEY });
     const { tools } = await c.client.listTools();
     const names = tools.map((t) => t.name);
@@ -90,29 +73,14 @@ describe("a trusted document's operation named as a gateway tool", () => {
       { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
       { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
     ]);
-    const dir = path.dirname(apps);
-    const manifest = path.join(dir, 'manifest.json');
-    fs.writeFileSync(manifest, JSON.stringify({ platforms: `query Platforms ${PLATFORMS}` }));
-    const gw = await start({
-      DATA_DIR: dir,
-      GATEWAY_APPS_FILE: apps,
-      MCP_MUTATIONS: 'approve',
-      TRUSTED_DOCUMENTS: 'allow',
-      TRUSTED_DOCUMENTS_MANIFEST: manifest,
-    });
+    const manifest = manifestBeside(apps, { platforms: `query Platforms ${PLATFORMS}` });
+    const gw = await start({ ...manifest.env, MCP_MUTATIONS: 'approve' });
     expect(leftOut(gw)).toEqual([]);
-    fs.writeFileSync(
-      manifest,
-      JSON.stringify({
-        platforms: `query Platforms ${PLATFORMS}`,
-        'as-execute-plan': `query execute_plan ${PLATFORMS}`,
-      }),
-    );
-    const res = await request(`${gw.url}/admin/reload`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${OPERATOR_KEY}` },
+    manifest.write({
+      platforms: `query Platforms ${PLATFORMS}`,
+      'as-execute-plan': `query execute_plan ${PLATFORMS}`,
     });
-    expect(res.statusCode, await res.body.text()).toBe(200);
+    await reloadAsOperator(gw);
     expect(leftOut(gw)).toEqual([[expect.stringMatching(/^execute_plan of trusted document as-execute-plan /)]]);
     const c = await connect(gw, { key: AGENT_KEY });
     const names = await c.toolNames();

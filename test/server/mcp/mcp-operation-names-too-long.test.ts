@@ -1,26 +1,20 @@
 // MCP allows a tool a name of at most 128 characters (of A-Z, a-z, 0-9, _, . and -): a trusted document's operation
 // named longer cannot be a tool, and is left out and named with its document in the warning of left-out operations,
 // at start-up and at each reload, as a name taken twice is, rather than dropped without a word.
-import fs from 'node:fs';
-import path from 'node:path';
-import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
-import { appsFile, gatewaysPerTest, logLines, type TestGateway } from '../../helpers/gateway.js';
-import { mcpClientsPerTest } from '../../helpers/mcp.js';
+import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
+import {
+  AGENT_KEY,
+  leftOutTools as leftOut,
+  manifestBeside,
+  mcpClientsPerTest,
+  OPERATOR_KEY,
+  reloadAsOperator,
+} from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
-
-const AGENT_KEY = 'agent-key-0123456789';
-const OPERATOR_KEY = 'operator-key-0123456789';
-
-/** The operations each warning about left-out tools named, one list per warning. */
-function leftOut(gw: TestGateway): string[][] {
-  return logLines<{ msg: string; tools?: string[] }>(gw, (l) => /^MCP leaves out/.test(l.msg)).map(
-    (l) => l.tools ?? [],
-  );
-}
 
 const LONGEST = `P${'l'.repeat(127)}`;
 const TOO_LONG = `P${'l'.repeat(128)}`;
@@ -32,19 +26,12 @@ describe('a trusted document whose operation is named longer than an MCP tool ma
       { name: 'agent', scopes: ['cloud:read'], key: AGENT_KEY },
       { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
     ]);
-    const dir = path.dirname(apps);
-    const manifest = path.join(dir, 'manifest.json');
     const documents: Record<string, string> = {
       longest: `query ${LONGEST} { catalog { platforms { name } } }`,
       'too-long': `query ${TOO_LONG} { catalog { platforms { name } } }`,
     };
-    fs.writeFileSync(manifest, JSON.stringify(documents));
-    const gw = await start({
-      DATA_DIR: dir,
-      GATEWAY_APPS_FILE: apps,
-      TRUSTED_DOCUMENTS: 'allow',
-      TRUSTED_DOCUMENTS_MANIFEST: manifest,
-    });
+    const manifest = manifestBeside(apps, documents);
+    const gw = await start(manifest.env);
     const c = await connect(gw, { key: AGENT_KEY });
     const names = await c.toolNames();
     // 128 characters is a tool's name; 129 is not, and is not offered.
@@ -54,15 +41,8 @@ describe('a trusted document whose operation is named longer than an MCP tool ma
       [expect.stringMatching(new RegExp(`^${TOO_LONG} of trusted document too-long \\(.*129 characters long`))],
     ]);
 
-    fs.writeFileSync(
-      manifest,
-      JSON.stringify({ ...documents, 'also-too-long': `mutation ${ALSO_TOO_LONG} { __typename }` }),
-    );
-    const res = await request(`${gw.url}/admin/reload`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${OPERATOR_KEY}` },
-    });
-    expect(res.statusCode, await res.body.text()).toBe(200);
+    manifest.write({ ...documents, 'also-too-long': `mutation ${ALSO_TOO_LONG} { __typename }` });
+    await reloadAsOperator(gw);
     expect(leftOut(gw)[1]).toEqual([
       expect.stringMatching(new RegExp(`^${TOO_LONG} of trusted document too-long \\(.*129 characters long`)),
       expect.stringMatching(new RegExp(`^${ALSO_TOO_LONG} of trusted document also-too-long \\(.*200 characters long`)),

@@ -2,21 +2,23 @@
 // or SIGHUP) that changes, adds or removes a document changes tools/list, and a plan made after it runs the text in
 // force. A plan made before the reload of a document it changed is still refused: it runs only the text it was made
 // from. Over real HTTP, against the sandbox upstream.
-import fs from 'node:fs';
-import path from 'node:path';
-import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
 import { upstreamCreations } from '../../helpers/cloud.js';
 import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
-import { mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
+import {
+  AGENT_KEY,
+  APPROVER_KEY,
+  manifestBeside,
+  mcpClientsPerTest,
+  OPERATOR_KEY,
+  reloadAsOperator as reload,
+  textOf,
+  type TestMcpClient,
+} from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
-
-const AGENT_KEY = 'agent-key-0123456789';
-const APPROVER_KEY = 'approver-key-0123456789';
-const OPERATOR_KEY = 'operator-key-0123456789';
 
 const BEFORE = 'mutation MakeProject($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }';
 // The same operation, taking a name alone: its input schema differs, and so does the text a plan runs.
@@ -24,14 +26,6 @@ const AFTER =
   'mutation MakeProject($name: String!) { createProject(input: { name: $name, description: "reloaded" }) { project { id name } } }';
 const PLATFORMS = 'query Platforms { catalog { platforms { name } } }';
 const PLATFORM_NAMES = 'query PlatformNames { catalog { platforms { name } } }';
-
-async function reload(gw: TestGateway): Promise<void> {
-  const res = await request(`${gw.url}/admin/reload`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${OPERATOR_KEY}` },
-  });
-  expect(res.statusCode, await res.body.text()).toBe(200);
-}
 
 async function approve(gw: TestGateway, planId: string): Promise<void> {
   const approved = await gw.graphql(
@@ -55,22 +49,14 @@ describe('the tools of the trusted documents after a reload', () => {
       { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
       { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
     ]);
-    const dir = path.dirname(apps);
-    const manifest = path.join(dir, 'manifest.json');
-    fs.writeFileSync(manifest, JSON.stringify({ 'make-project': BEFORE, platforms: PLATFORMS }));
-    const gw = await start({
-      DATA_DIR: dir,
-      GATEWAY_APPS_FILE: apps,
-      MCP_MUTATIONS: 'approve',
-      TRUSTED_DOCUMENTS: 'allow',
-      TRUSTED_DOCUMENTS_MANIFEST: manifest,
-    });
+    const manifest = manifestBeside(apps, { 'make-project': BEFORE, platforms: PLATFORMS });
+    const gw = await start({ ...manifest.env, MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     const before = await plan(c, { input: { name: 'before' } });
     await approve(gw, before.planId);
 
     // One document changed, one left, one came.
-    fs.writeFileSync(manifest, JSON.stringify({ 'make-project': AFTER, 'platform-names': PLATFORM_NAMES }));
+    manifest.write({ 'make-project': AFTER, 'platform-names': PLATFORM_NAMES });
     await reload(gw);
 
     const { tools } = await c.client.listTools();
@@ -102,20 +88,9 @@ describe('the tools of the trusted documents after a reload', () => {
       { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
       { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
     ]);
-    const dir = path.dirname(apps);
-    const manifest = path.join(dir, 'manifest.json');
-    fs.writeFileSync(manifest, JSON.stringify({ 'make-project': BEFORE }));
-    const gw = await start({
-      DATA_DIR: dir,
-      GATEWAY_APPS_FILE: apps,
-      MCP_MUTATIONS: 'approve',
-      TRUSTED_DOCUMENTS: 'allow',
-      TRUSTED_DOCUMENTS_MANIFEST: manifest,
-    });
-    fs.writeFileSync(
-      manifest,
-      JSON.stringify({ 'make-project': BEFORE.replace('project { id }', 'project { id name }') }),
-    );
+    const manifest = manifestBeside(apps, { 'make-project': BEFORE });
+    const gw = await start({ ...manifest.env, MCP_MUTATIONS: 'approve' });
+    manifest.write({ 'make-project': BEFORE.replace('project { id }', 'project { id name }') });
     await reload(gw);
     const c = await connect(gw, { key: AGENT_KEY });
     const made = await plan(c, { input: { name: 'same input' } });

@@ -1,20 +1,22 @@
 // A tool that runs at once runs only what it was listed as (src/agents/writes.ts), and the tools follow the manifest in
 // force: a reload that puts a creation under a tool listed as a harmless write lists it anew as a creation, which only
 // plans, and nothing is created without a plan and an approval.
-import fs from 'node:fs';
-import path from 'node:path';
-import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
 import { upstreamCreations } from '../../helpers/cloud.js';
 import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
-import { mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
+import {
+  AGENT_KEY,
+  manifestBeside,
+  mcpClientsPerTest,
+  OPERATOR_KEY,
+  reloadAsOperator,
+  textOf,
+} from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const AGENT_KEY = 'agent-key-0123456789';
-const OPERATOR_KEY = 'operator-key-0123456789';
 const TOKEN = 'mutation Token { issueMobileIdNotificationToken(ttlSeconds: 60) { token } }';
 const TOKEN_AND_PROJECT =
   'mutation Token { issueMobileIdNotificationToken(ttlSeconds: 60) { token } p: createProject(input: { name: "unapproved" }) { project { id } } }';
@@ -25,25 +27,13 @@ describe('a tool runs what it was listed as', () => {
       { name: 'agent', scopes: ['cloud:read', 'cloud:write', 'mobile-id:write'], key: AGENT_KEY },
       { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
     ]);
-    const dir = path.dirname(apps);
-    const manifest = path.join(dir, 'manifest.json');
-    fs.writeFileSync(manifest, JSON.stringify({ token: TOKEN }));
-    const gw = await start({
-      DATA_DIR: dir,
-      GATEWAY_APPS_FILE: apps,
-      MCP_MUTATIONS: 'approve',
-      TRUSTED_DOCUMENTS: 'allow',
-      TRUSTED_DOCUMENTS_MANIFEST: manifest,
-    });
+    const manifest = manifestBeside(apps, { token: TOKEN });
+    const gw = await start({ ...manifest.env, MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     expect((await c.call('Token', {})).isError).toBeFalsy();
 
-    fs.writeFileSync(manifest, JSON.stringify({ token: TOKEN_AND_PROJECT }));
-    const reloaded = await request(`${gw.url}/admin/reload`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${OPERATOR_KEY}` },
-    });
-    expect(reloaded.statusCode, await reloaded.body.text()).toBe(200);
+    manifest.write({ token: TOKEN_AND_PROJECT });
+    await reloadAsOperator(gw);
     const { tools } = await c.client.listTools();
     expect(tools.find((t) => t.name === 'Token')?.title).toBe('Token (plan)');
     const planned = await c.call('Token', {});
