@@ -157,15 +157,18 @@ function malformed(description: string): WebhookBody {
   };
 }
 
-/** Under a type the route does not name, a body that is not JSON: the answer it got when it was refused unread. */
-function notJsonUnderOtherType(options: WebhookBodyOptions): WebhookBody {
+/**
+ * The answer to a type the route does not take: refused unread (`close`), or, read as JSON under `otherTypes: 'json'`,
+ * a body that is not JSON, which gets the same answer.
+ */
+function unsupportedType(options: WebhookBodyOptions, close: boolean): WebhookBody {
   return {
     ok: false,
     status: options.unsupported.status,
     error: WebhookErrorCode.INVALID_REQUEST,
     reason: 'UNSUPPORTED_MEDIA_TYPE',
     description: options.unsupported.description,
-    close: false,
+    close,
   };
 }
 
@@ -192,16 +195,7 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
   // A type the route does not name, read as JSON: a body that does not parse gets the unsupported type's answer.
   const sniffed = !declared && options.otherTypes === 'json';
   const parser = declared ?? (sniffed ? 'json' : null);
-  if (!parser) {
-    return {
-      ok: false,
-      status: options.unsupported.status,
-      error: WebhookErrorCode.INVALID_REQUEST,
-      reason: 'UNSUPPORTED_MEDIA_TYPE',
-      description: options.unsupported.description,
-      close: true,
-    };
-  }
+  if (!parser) return unsupportedType(options, true);
   let raw: Buffer;
   try {
     raw = await readBody(req, options.limit);
@@ -217,13 +211,13 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
     };
   }
   // Decoded, bytes that are not UTF-8 would each become U+FFFD: two different identifiers could read as one.
-  if (!isUtf8(raw)) return sniffed ? notJsonUnderOtherType(options) : malformed('the body is not valid UTF-8 text');
+  if (!isUtf8(raw)) return sniffed ? unsupportedType(options, false) : malformed('the body is not valid UTF-8 text');
   if (parser === 'json') {
     let body: unknown;
     try {
       body = JSON.parse(jsonText(raw)) as unknown;
     } catch {
-      return sniffed ? notJsonUnderOtherType(options) : malformed('the body is not valid JSON');
+      return sniffed ? unsupportedType(options, false) : malformed('the body is not valid JSON');
     }
     // Everything downstream (canonical JSON, schemas, digests) walks the body recursively, and stores its strings.
     const refusal = unsound(body, MAX_WEBHOOK_DEPTH);
