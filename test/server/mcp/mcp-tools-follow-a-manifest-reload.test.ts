@@ -103,4 +103,32 @@ describe('the tools of the trusted documents after a reload', () => {
     });
     expect(upstreamCreations(gw)).toHaveLength(1);
   });
+
+  it("are after a reload, an unchanged document's reused, what a gateway started on that manifest lists", async () => {
+    // The tools of a document whose text a reload left as it was are reused, not made again: they must be what the
+    // same text makes, beside a document the reload changed and one it added.
+    const apps = appsFile('mcp-reload-reuse-', [
+      { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
+      { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
+    ]);
+    const manifest = manifestBeside(apps, { 'make-project': BEFORE, platforms: PLATFORMS });
+    const reloaded = await start({ ...manifest.env, MCP_MUTATIONS: 'approve' });
+    const after = { 'make-project': AFTER, platforms: PLATFORMS, 'platform-names': PLATFORM_NAMES };
+    manifest.write(after);
+    await reload(reloaded);
+    const fresh = await start({
+      ...manifestBeside(
+        appsFile('mcp-reload-fresh-', [{ name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY }]),
+        after,
+      ).env,
+      MCP_MUTATIONS: 'approve',
+    });
+    const listed = async (gw: TestGateway) =>
+      (await (await connect(gw, { key: AGENT_KEY })).client.listTools()).tools.sort((a, b) =>
+        a.name.localeCompare(b.name),
+      );
+    const tools = await listed(reloaded);
+    expect(tools.map((t) => t.name)).toEqual(expect.arrayContaining(['MakeProject', 'Platforms', 'PlatformNames']));
+    expect(tools).toEqual(await listed(fresh));
+  });
 });
