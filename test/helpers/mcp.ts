@@ -1,8 +1,8 @@
 // An MCP client for the tests: the SDK's own client over real HTTP, against a gateway started on port 0.
-import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
-import { request } from 'undici';
 import fs from 'node:fs';
 import path from 'node:path';
+import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
+import { request } from 'undici';
 import { afterEach, expect } from 'vitest';
 
 import { appsFile, logLines, type TestGateway } from './gateway.js';
