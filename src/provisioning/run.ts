@@ -1,4 +1,6 @@
-import { ErrorCode, INTERNAL_ERROR_MESSAGE, raisedOnPurpose } from '../errors.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { ErrorCode, INTERNAL_ERROR_MESSAGE, raisedOnPurpose, StoreUnavailableError } from '../errors.js';
 import { logUnexpected, type Logger } from '../logger.js';
 import { upstreamKey } from '../upstream/idempotency.js';
 import {
@@ -42,6 +44,8 @@ export class ProvisioningRunner {
   launch(p: Provisioning, plan: PlannedStep[], logger: Logger): void {
     const run: RunWrites = {
       revision: p.revision,
+      stored: p,
+      step: -1,
       ended: false,
       takenOver: false,
       queue: Promise.resolve(),
@@ -63,9 +67,7 @@ export class ProvisioningRunner {
     );
     heartbeat.unref();
     const work = this.run(run, p, plan)
-      .catch((err: unknown) =>
-        logUnexpected(logger, err, { provisioning: p.id }, 'provisioning run failed unexpectedly'),
-      )
+      .catch((err: unknown) => this.endStopped(run, p.id, err))
       .finally(async () => {
         clearInterval(heartbeat);
         // A heartbeat already under way ends before the run counts as ended: nothing writes the record after idle().
@@ -85,6 +87,7 @@ export class ProvisioningRunner {
     const ids = new Map<string, string>();
     let current: Provisioning | null = p;
     for (const [i, planned] of plan.entries()) {
+      run.step = i;
       const step = current.steps[i]!;
       if ((step.state === 'DONE' || step.state === 'REUSED') && step.resourceId) {
         ids.set(planned.name, step.resourceId);
@@ -121,24 +124,48 @@ export class ProvisioningRunner {
         });
         if (!current) return;
       } catch (err) {
-        // Kept for the client to read (the provisioning's query and progress events): the error's own words only when
-        // the gateway raised it on purpose with a code of the contract; anything else says nothing of its own, and is
-        // logged in full.
-        const shown = raisedOnPurpose(err);
-        const error: StepError = shown
-          ? {
-              code: err.extensions.code,
-              message: err.message,
-              status: typeof err.extensions.status === 'number' ? err.extensions.status : null,
-            }
-          : { code: ErrorCode.INTERNAL_SERVER_ERROR, message: INTERNAL_ERROR_MESSAGE, status: null };
-        if (!shown)
+        if (!raisedOnPurpose(err))
           logUnexpected(run.logger, err, { provisioning: p.id, step: planned.name }, 'provisioning step failed');
+        const error = (run.failure = stepError(err));
         await this.update(run, before, i, { state: 'FAILED', error }, { state: 'FAILED', error });
         return;
       }
     }
+    run.step = -1;
     await this.update(run, current, -1, {}, { state: 'SUCCEEDED' });
+  }
+
+  /**
+   * A run stopped by a write that failed (the store away or unwritable): left so, the row would read RUNNING with
+   * nothing running behind it, a subscriber would wait for an end that never comes, and the app's next call with the
+   * key would be answered with it, replayed, until IDEMPOTENCY_TAKEOVER. So the run writes the state it stopped in:
+   * FAILED with the error on the step under way (SUCCEEDED when only the end was left to write), which the next call
+   * with the key resumes at once. While the store is unavailable it tries again for the takeover time, the provisioning
+   * still running here meanwhile; past it (or after anything else), a call with the key resumes the RUNNING row as a
+   * dead replica's. The failure is logged once, with the first error.
+   */
+  private async endStopped(run: RunWrites, id: string, err: unknown): Promise<void> {
+    logUnexpected(run.logger, err, { provisioning: id }, 'provisioning run failed unexpectedly');
+    // The step's own failure when it was the write of that failure that did not go through.
+    const error = run.failure ?? stepError(err);
+    const until = Date.now() + this.staleMs;
+    for (;;) {
+      if (run.ended || run.takenOver) return;
+      try {
+        if (run.step === -1) await this.update(run, run.stored, -1, {}, { state: 'SUCCEEDED' });
+        else await this.update(run, run.stored, run.step, { state: 'FAILED', error }, { state: 'FAILED', error });
+        return;
+      } catch (again) {
+        if (!(again instanceof StoreUnavailableError) || Date.now() >= until) {
+          run.logger.warn(
+            { provisioning: id },
+            'provisioning state could not be stored after its run stopped: it reads RUNNING until a call with its key resumes it',
+          );
+          return;
+        }
+      }
+      await sleep(Math.max(10, Math.floor(this.staleMs / 10)));
+    }
   }
 
   /**
@@ -164,6 +191,7 @@ export class ProvisioningRunner {
       if (run.takenOver) return;
       if (!(await this.records.save(next, run.revision))) return this.takenOver(run, p.id);
       run.revision = next.revision;
+      run.stored = next;
       if (terminal(next.state)) run.ended = true;
     });
     return run.takenOver ? null : next;
@@ -186,10 +214,30 @@ export class ProvisioningRunner {
   }
 }
 
+/**
+ * A step's error as the client reads it (the provisioning's query and progress events): the error's own words only when
+ * the gateway raised it on purpose with a code of the contract; anything else says nothing of its own.
+ */
+function stepError(err: unknown): StepError {
+  return raisedOnPurpose(err)
+    ? {
+        code: err.extensions.code,
+        message: err.message,
+        status: typeof err.extensions.status === 'number' ? err.extensions.status : null,
+      }
+    : { code: ErrorCode.INTERNAL_SERVER_ERROR, message: INTERNAL_ERROR_MESSAGE, status: null };
+}
+
 /** What one run wrote last, and whether it may write on. */
 interface RunWrites {
   /** The revision this run last wrote (its claim's, then each step's); its writes are conditional on it. */
   revision: number;
+  /** The state this run last wrote, at `revision`. */
+  stored: Provisioning;
+  /** The index of the step under way, -1 once only the end is left to write. */
+  step: number;
+  /** The error of the step that failed, once it did. */
+  failure?: StepError;
   /** The run wrote its terminal state: the heartbeat has nothing more to touch. */
   ended: boolean;
   /** A write found the row at another revision: another call resumed the provisioning, and this run stops. */
