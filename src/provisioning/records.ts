@@ -70,11 +70,12 @@ export class ProvisioningRecords {
     private readonly now: () => number = () => Date.now(),
   ) {}
 
-  /** Stores a new provisioning; false when one with its id exists already (a concurrent call with the same key). */
-  async create(p: Provisioning): Promise<boolean> {
-    if (!(await this.rows.insert(toRow(p)))) return false;
-    await this.announce(p);
-    return true;
+  /**
+   * Stores a new provisioning; false when one with its id exists already (a concurrent call with the same key). Not
+   * announced: the caller announces the claim (`announce`) once it is its own.
+   */
+  create(p: Provisioning): Promise<boolean> {
+    return this.rows.insert(toRow(p));
   }
 
   /**
@@ -97,12 +98,10 @@ export class ProvisioningRecords {
 
   /**
    * Claims `existing`, FAILED or abandoned, for this call to resume, storing `run` (its resumed state) in the claim's
-   * one write and announcing it; false when another call got it first (nothing is written).
+   * one write; false when another call got it first (nothing is written). Not announced, as `create`.
    */
-  async claimResume(existing: Provisioning, run: Provisioning, staleMs: number): Promise<boolean> {
-    if (!(await this.rows.claimResume(toRow(run), existing.revision, staleMs))) return false;
-    await this.announce(run);
-    return true;
+  claimResume(existing: Provisioning, run: Provisioning, staleMs: number): Promise<boolean> {
+    return this.rows.claimResume(toRow(run), existing.revision, staleMs);
   }
 
   async read(id: string): Promise<Provisioning | null> {
@@ -157,7 +156,8 @@ export class ProvisioningRecords {
     });
   }
 
-  private async announce(p: Provisioning): Promise<void> {
+  /** Appends `p`, a state just stored, to the event log and publishes it (`provisioningProgress` on every replica). */
+  async announce(p: Provisioning): Promise<void> {
     const { publish } = await this.events.ingest({
       kind: PROVISIONING_EVENT_KIND,
       key: p.id,

@@ -509,6 +509,14 @@ export class ProvisioningService {
       if (existing) return answer((await this.records.read(id)) ?? existing, true);
       return this.start(caller, kind, input, sent, key, logger, plan);
     }
+    // The row is the provisioning, stored now: it is run whatever its event does. A claim stored without its run would
+    // read RUNNING with nothing behind it, and the next call with the key would be answered with it, replayed. The
+    // event is the claim's announcement only: a subscriber reads the row first, and every later state has its own.
+    await this.records
+      .announce(run)
+      .catch((err: unknown) =>
+        logger.warn({ err, provisioning: id }, 'provisioning start stored but not announced; its run goes on'),
+      );
     this.runner.launch(run, steps, logger);
     return answer(run, false);
   }
