@@ -488,10 +488,11 @@ export class ProvisioningService {
     // Charged for what is still to create (a resume: the steps that did not finish), before the claim, so that a
     // refusal leaves the provisioning as it was. A call that claims nothing after all (a concurrent call with its key
     // won the insert or the resume, or storing failed) runs nothing: its points are given back, as a replay costs none.
+    // Paired by position, as the run pairs them: a resume may write a topic's or a user's name with other spaces.
     const finished = new Set(
-      (existing?.steps ?? [])
-        .filter((s) => s.state !== 'FAILED' && s.state !== 'RUNNING' && s.state !== 'PENDING')
-        .map((s) => s.name),
+      (existing?.steps ?? []).flatMap((s, i) =>
+        s.state !== 'FAILED' && s.state !== 'RUNNING' && s.state !== 'PENDING' ? [steps[i]!.name] : [],
+      ),
     );
     const refund = await this.charge(caller, creations(steps, finished));
     // A key the caller gave may name another creation already (IDEMPOTENCY_KEY_REUSED); a fresh one cannot.

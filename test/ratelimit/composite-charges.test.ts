@@ -93,4 +93,30 @@ describe('rate limits of composite provisionings', () => {
     ).toBe(true);
     expect(await pointsAllowed(gw)).toBe(16);
   });
+
+  it('a resume whose topic and user names are written with other spaces around them is charged only for the rest', async () => {
+    const gw = await start({ GATEWAY_API_KEYS: KEY, RATE_LIMIT_CREATIONS: '100/1h', UPSTREAM_MAX_RETRIES: '0' });
+    const sandbox = gw.gateway.sandbox.cloud!;
+    // The last user (after the 4 placement steps, the cluster, 3 topics and the first user) fails once.
+    sandbox.faults.enqueueFor(
+      (path, method) => method === 'POST' && path === '/ocs/v1/services' && sandbox.resources().length === 8,
+      '503',
+    );
+    const spaced = input(3);
+    spaced.topics = spaced.topics.map((t) => ({ ...t, name: ` ${t.name} ` }));
+    spaced.users = spaced.users.map((u) => ({ ...u, name: `${u.name} ` }));
+    const key = randomUUID();
+    const first = await gw.graphql(PROVISION, { input: spaced, key }, { key: KEY });
+    const id = first.data!.provisionKafkaCluster.provisioning.id as string;
+    expect((await settled(gw, id)).state).toBe('FAILED');
+    expect(await pointsAllowed(gw)).toBe(10);
+
+    // The same request, its names as sent upstream (trimmed): the same provisioning, resumed.
+    const again = await gw.graphql(PROVISION, { input: input(3), key }, { key: KEY });
+    expect(again.data!.provisionKafkaCluster.replayed).toBe(false);
+    expect((await settled(gw, id)).state).toBe('SUCCEEDED');
+    // The resume: the last user alone.
+    expect(await pointsAllowed(gw)).toBe(11);
+    expect(creationsUpstream(gw)).toBe(11);
+  });
 });
