@@ -237,7 +237,9 @@ export class CloudClient {
     }
     // The id is read from the answer as it came: the masking below replaces the request's passwords wherever a text
     // of the answer quotes them, and a short password ("-", "4") is inside every UUID, which would then read as
-    // another id (spec, Resources: the ids are taken from the creation responses and reused).
+    // another id (spec, Resources: the ids are taken from the creation responses and reused). The masking leaves a
+    // text that is a whole UUID as it is (src/upstream/masked.ts), so that a kept answer read again (`reread`) gives
+    // the same id as this one.
     const id = this.answers.createdId(res.body);
     let response = scrubResponse(res.body, body);
     if (!id) {

@@ -1,15 +1,27 @@
 // Masking a secret's value wherever a text quotes it: shared by the cloud client (a request's passwords) and every
 // upstream client (the gateway's own credential, quoted in a refusal).
 
+/** A text that is a UUID and nothing else, in either letter case. */
+const WHOLE_UUID = /^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$/;
+
 /**
  * `value` with each of `secrets` replaced by `***` in every text it holds (itself, when it is one), as sent and in
  * the forms an upstream may quote it in (`formsOf`). Longest form first, so that none is masked only in part.
+ *
+ * A text that is a whole UUID is an id (spec, Resources: the ids are UUIDs, taken from the answers and reused): it is
+ * masked only when it is itself a secret (in any letter case), never in part. A short secret ("-", "4") is inside
+ * every UUID, and masked there it would change the id that a kept answer is read again for. Left whole, it shows
+ * nothing of the secret: the upstream made the id, not from the secret, so the secret is in it only by chance.
  */
 export function masked<T>(value: T, secrets: readonly string[]): T {
   if (secrets.length === 0) return value;
   const forms = [...new Set(secrets.flatMap(formsOf))].sort((a, b) => b.length - a.length);
+  const uuidSecrets = new Set(forms.filter((f) => WHOLE_UUID.test(f)).map((f) => f.toLowerCase()));
   const walk = (v: unknown): unknown => {
-    if (typeof v === 'string') return forms.reduce((t, f) => t.replaceAll(f, '***'), v);
+    if (typeof v === 'string') {
+      if (WHOLE_UUID.test(v)) return uuidSecrets.has(v.toLowerCase()) ? '***' : v;
+      return forms.reduce((t, f) => t.replaceAll(f, '***'), v);
+    }
     if (Array.isArray(v)) return v.map(walk);
     if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
     return v;
