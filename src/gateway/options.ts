@@ -79,8 +79,16 @@ export interface GatewayTesting {
    * mobile-ID notifications, the purges) keeps the `run`s and schedules nothing. Default: each job's interval.
    */
   scheduleJob?: (name: string, run: () => void) => () => void;
-  /** Releases reserved SSE streams when the test calls the function it is given (instead of after 60 s). */
-  scheduleSseRelease?: (release: () => void) => void;
+  /**
+   * Releases reserved SSE streams when the test calls the function it is given (instead of after 60 s); what it
+   * returns resolves once the release is done, or put off by a request connecting the stream.
+   */
+  scheduleSseRelease?: (release: () => Promise<void>) => void;
+  /**
+   * Awaited by a request that graphql-sse has accepted as the connection of a reserved SSE stream, before the gateway
+   * marks the stream connected: a test holds it there to release the stream meanwhile. Default: not awaited.
+   */
+  sseConnectionAccepted?: (token: string) => Promise<void>;
   /** The turns plans take on the event loop (a test hands them over itself to hold plans in flight). */
   planTurns?: PlanTurns;
 }

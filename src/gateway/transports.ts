@@ -124,6 +124,7 @@ export function buildTransports(
     tracing,
     bodyLimit: config.graphqlLimits.maxBodyBytes,
     ...(testing.scheduleSseRelease ? { scheduleRelease: testing.scheduleSseRelease } : {}),
+    ...(testing.sseConnectionAccepted ? { connectionAccepted: testing.sseConnectionAccepted } : {}),
     subscriberBufferBytes: config.subscriberBufferBytes,
     onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
     context: (caller, requestId) => contextFor(caller, requestId),

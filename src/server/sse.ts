@@ -33,8 +33,16 @@ export interface SseOptions extends StreamingTransportOptions {
   tracing: Tracing;
   /** Largest request body, as for POST /graphql and a graphql-ws message. */
   bodyLimit: number;
-  /** Tests only: schedules the release of a reservation instead of a timer, so a test releases it when it chooses. */
-  scheduleRelease?: (release: () => void) => void;
+  /**
+   * Tests only: schedules the release of a reservation instead of a timer, so a test releases it when it chooses; the
+   * release resolves once it is done (or put off, see `connecting`).
+   */
+  scheduleRelease?: (release: () => Promise<void>) => void;
+  /**
+   * Tests only: awaited by a request that graphql-sse has accepted as the connection of a reserved stream, before the
+   * gateway marks the stream connected, so that a test releases the stream there.
+   */
+  connectionAccepted?: (token: string) => Promise<void>;
   /**
    * SUBSCRIBER_BUFFER_BYTES: the most bytes an event stream may leave unsent (its client not reading them) before it
    * is closed as a slow consumer, as a WebSocket subscriber is. Default 8 MiB.
@@ -203,6 +211,15 @@ function protocolRefusal(
 interface Reservation {
   scope: string;
   connected: boolean;
+  /**
+   * The requests connecting it now: graphql-sse may have opened its event stream for one, which the gateway has not
+   * marked `connected` yet. A release meanwhile is put off (`releaseDue`) until none is left, and then made only if
+   * none connected it: released under an open event stream, its operations would be dropped and the client left
+   * waiting.
+   */
+  connecting: number;
+  /** A release came while a request was connecting it (see `connecting`). */
+  releaseDue: boolean;
   timer: NodeJS.Timeout | undefined;
   /** The `id:` of each `next` event to come on the reserved stream, whichever request added its operation. */
   ids: EventIds;
@@ -427,9 +444,11 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
    * and counted as a slow consumer, as a connected stream whose client does not read is closed. graphql-sse shows
    * nothing of its queue: each result is measured here as the JSON it is written in, once, and only until the GET.
    */
-  function hold(token: string, reservation: Reservation, result: ExecutionResult, requestId: string): void {
-    reservation.heldBytes += Buffer.byteLength(JSON.stringify(result));
-    if (reservation.heldBytes <= bufferLimit) return;
+  function hold(token: string, reservation: Reservation, result: ExecutionResult | null, requestId: string): void {
+    if (result !== null) reservation.heldBytes += Buffer.byteLength(JSON.stringify(result));
+    // A request connecting it is about to hand what it holds to its writer, which bounds what the client leaves unread;
+    // should none connect it, the bound is checked again then (`connectionEnded`).
+    if (reservation.heldBytes <= bufferLimit || reservation.connecting > 0) return;
     options.logger.warn(
       { requestId, heldBytes: reservation.heldBytes },
       'releasing a reserved SSE stream not connected: its results waiting for its GET passed SUBSCRIBER_BUFFER_BYTES',
@@ -513,9 +532,17 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   }
 
   function reserve(token: string, scope: string): void {
-    const reservation: Reservation = { scope, connected: false, timer: undefined, ids: [], heldBytes: 0 };
+    const reservation: Reservation = {
+      scope,
+      connected: false,
+      connecting: 0,
+      releaseDue: false,
+      timer: undefined,
+      ids: [],
+      heldBytes: 0,
+    };
     if (options.scheduleRelease) {
-      options.scheduleRelease(() => void release(token));
+      options.scheduleRelease(() => release(token));
     } else {
       reservation.timer = setTimeout(() => void release(token), RESERVATION_TIMEOUT_MS);
       reservation.timer.unref();
@@ -523,10 +550,18 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     reservations.set(token, reservation);
   }
 
-  /** Frees a stream that was reserved and never connected: graphql-sse frees it when its event stream ends. */
-  async function release(token: string): Promise<void> {
+  /**
+   * Frees a stream that was reserved and never connected: graphql-sse frees it when its event stream ends. While a
+   * request is connecting it, the release waits for that request's outcome (`connecting`), unless the route is closing
+   * (`now`).
+   */
+  async function release(token: string, now = false): Promise<void> {
     const reservation = reservations.get(token);
     if (!reservation || reservation.connected) return;
+    if (reservation.connecting > 0 && !now) {
+      reservation.releaseDue = true;
+      return;
+    }
     reservations.delete(token);
     const [body] = await handler({
       method: 'GET',
@@ -544,6 +579,16 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     });
     if (body && typeof body !== 'string') await body.return(undefined);
     closed(token);
+  }
+
+  /**
+   * A request that was connecting a reserved stream is answered, and none connected it (graphql-sse refused it): the
+   * release that came meanwhile is made now, or the bound on what it holds, put off too, is checked.
+   */
+  function connectionEnded(token: string, reservation: Reservation, requestId: string): void {
+    if (reservation.connecting > 0 || reservation.connected || reservations.get(token) !== reservation) return;
+    if (reservation.releaseDue) void release(token);
+    else hold(token, reservation, null, requestId);
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
@@ -681,22 +726,51 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     const target = `${ctx.path}${ctx.search}`;
     const url = req.method === 'GET' ? admitSearch(target, context) : target;
 
-    // An operation over SSE continues the app's traceparent: graphql-sse executes it inside this call.
-    const [responseBody, init] = await options.tracing.withParent(req.headers, () =>
-      handler({
-        method: req.method ?? 'GET',
-        url,
-        headers: {
-          get(key) {
-            const header = req.headers[key];
-            return Array.isArray(header) ? header.join('\n') : header;
+    // graphql-sse connects a reserved stream for any request that names it and accepts an event stream. From just
+    // before graphql-sse may open it until the gateway marks it connected below, a release is put off: it would drop
+    // the stream's operations and leave this request's event stream open with nothing on it. The reservation is read
+    // again here: one released while the body was read is not this request's to connect.
+    const joining =
+      accept === 'text/event-stream' &&
+      theirs !== undefined &&
+      named !== undefined &&
+      given === named &&
+      reservations.get(named) === theirs
+        ? theirs
+        : undefined;
+    if (joining) joining.connecting += 1;
+    let answered: Awaited<ReturnType<typeof handler>>;
+    try {
+      // An operation over SSE continues the app's traceparent: graphql-sse executes it inside this call.
+      answered = await options.tracing.withParent(req.headers, () =>
+        handler({
+          method: req.method ?? 'GET',
+          url,
+          headers: {
+            get(key) {
+              const header = req.headers[key];
+              return Array.isArray(header) ? header.join('\n') : header;
+            },
           },
-        },
-        body,
-        raw: req,
-        context,
-      }),
-    );
+          body,
+          raw: req,
+          context,
+        }),
+      );
+      if (joining && answered[1].status === 200) {
+        if (options.connectionAccepted) await options.connectionAccepted(given!);
+        if (reservations.get(given!) === joining) {
+          joining.connected = true;
+          clearTimeout(joining.timer);
+        }
+      }
+    } finally {
+      if (joining) {
+        joining.connecting -= 1;
+        connectionEnded(given!, joining, ctx.requestId);
+      }
+    }
+    const [responseBody, init] = answered;
 
     // An operation added to a reserved stream that is no longer there to carry it ends now, whatever the order of
     // events: graphql-sse answers 204 for one stopped (DELETE) while it was set up and forgets it, and adds one to a
@@ -721,10 +795,13 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     let token: string | undefined;
     if (accept === 'text/event-stream' && given !== undefined && init.status === 200) {
       token = given;
-      const reservation = token ? reservations.get(token) : undefined;
-      if (reservation) {
-        reservation.connected = true;
-        clearTimeout(reservation.timer);
+      // Released while this request connected it all the same (the route closing does not wait): answered as a released
+      // stream is, and graphql-sse's event stream for it ended, rather than left open with no operation on it.
+      if (joining && !joining.connected && responseBody && typeof responseBody !== 'string') {
+        await responseBody.return(undefined);
+        const refusal = protocolRefusal(404, JSON.stringify({ errors: [{ message: 'Stream not found' }] }), true)!;
+        sendJson(res, refusal.status, refusal.body);
+        return;
       }
     }
 
@@ -817,7 +894,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     async close() {
       for (const r of reservations.values()) clearTimeout(r.timer);
       await Promise.all([...open].map((body) => body.return(undefined)));
-      for (const token of [...reservations.keys()]) await release(token);
+      for (const token of [...reservations.keys()]) await release(token, true);
     },
   };
 }
