@@ -128,6 +128,8 @@ export class VerificationCallbacks {
   constructor(
     private readonly db: Kysely<Database>,
     private readonly secret: { digest(text: string): string },
+    /** The gateway's clock (GatewayTesting.clock), on which the idempotency records write their leases. */
+    private readonly now: () => number = () => Date.now(),
   ) {}
 
   /**
@@ -198,6 +200,23 @@ export class VerificationCallbacks {
       .where('token_hash', '=', binding.tokenHash)
       .executeTakeFirst();
     return row?.external_id === externalId;
+  }
+
+  /**
+   * True while a verification registration of the app is in flight (its idempotency record pending, its lease
+   * running): the service may call back on an address whose registration it has not answered yet, so not yet bound.
+   */
+  async registering(createdBy: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('idempotency_records')
+      .select('key')
+      .where('scope', '=', createdBy)
+      .where('operation', '=', 'registerVerification')
+      .where('state', '=', 'pending')
+      .where('lease_until', '>', this.now())
+      .limit(1)
+      .executeTakeFirst();
+    return row !== undefined;
   }
 
   /** Forgets a token whose registration the upstream refused (nothing will call it). */

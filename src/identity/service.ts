@@ -39,6 +39,8 @@ export const MAX_LINK_LIFETIME_MINUTES = 195;
 /** Most ids one `verificationResults` field may ask for. */
 export const MAX_RESULT_IDS = 1000;
 const MAX_ID_LENGTH = 200;
+/** Retry-After of a callback on an address whose registration, in flight, has not bound it to its verification yet. */
+const NOT_YET_RETRY_AFTER_SECONDS = 1;
 
 /** What the gateway keeps of an identification (ledger `spec`). */
 export interface IdentificationSpec {
@@ -725,6 +727,16 @@ export class IdentityService {
     // Events are keyed by the id the app knows, and carry its owner (two apps may use the same id).
     const externalId = binding.externalId ?? named;
     if (externalId === null) {
+      // The service may call back before it answers the registration, whose answer binds the address: refused, the
+      // sender would not retry and the result would be lost. While a registration of the app is in flight the sender is
+      // asked to retry (as an identification callback naming one not stored yet is); the answer depends on the app alone.
+      if (await this.o.callbacks.registering(binding.createdBy))
+        return {
+          status: 'not-yet',
+          description:
+            'this callbackUrl is not yet bound to its verification, whose registration is in flight; retry later',
+          retryAfterSeconds: NOT_YET_RETRY_AFTER_SECONDS,
+        };
       return {
         status: 'invalid',
         description: `the body does not name its verification (${wire.NAMED_EXTERNAL_ID_FIELDS.join(', ')})`,
