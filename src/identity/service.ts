@@ -728,8 +728,9 @@ export class IdentityService {
     const externalId = binding.externalId ?? named;
     if (externalId === null) {
       // The service may call back before it answers the registration, whose answer binds the address: refused, the
-      // sender would not retry and the result would be lost. While a registration of the app is in flight the sender is
-      // asked to retry (as an identification callback naming one not stored yet is); the answer depends on the app alone.
+      // sender would not retry and the result would be lost. While a registration of the app is in flight the sender
+      // is asked to retry (as an identification callback naming one not stored yet is); the answer depends on the app
+      // alone.
       if (await this.o.callbacks.registering(binding.createdBy))
         return {
           status: 'not-yet',

@@ -312,10 +312,12 @@ export function parseRegistration(body: unknown, idPath: JsonPath | null = null)
   const b = isObject(body) ? body : {};
   return {
     // jobResults holds the status of acceptance (spec) and may hold the id beside it, under its own name only: an `id`
-    // there may be a job's.
+    // there may be a job's. A guessed id is taken as one at the path is (answerId): an id no store keeps as it is (a
+    // control character, a lone surrogate, too long) would be recorded as another id than the app is told, or not at
+    // all.
     externalId: idPath
       ? readIdAt(body, idPath)
-      : (externalIdOf(body) ?? located(body, NAMED_EXTERNAL_ID_FIELDS, ['jobResults'])),
+      : answerId(externalIdOf(body) ?? located(body, NAMED_EXTERNAL_ID_FIELDS, ['jobResults'])),
     status: statusOf(body),
     jobResults: b.jobResults ?? null,
   };
