@@ -435,7 +435,8 @@ export class IdentityService {
         ...(externalId === null ? {} : { externalId }),
         callback,
         status: registered.status,
-        jobResults: registered.jobResults,
+        // Kept as Verification.jobResults: without the applicant data an answer may echo there, as the answer is.
+        jobResults: wire.scrubRegistration(registered.jobResults),
       };
       return this.o.ledger.record({
         id,

@@ -345,11 +345,26 @@ export function describeIdentityShapes(
   };
 }
 
-/** The registration response as stored: applicant data the upstream may echo is personal data, and dropped. */
+/**
+ * The registration response as stored: applicant data the upstream may echo is personal data, and dropped wherever the
+ * answer puts it (a member named SENT.applicant, in any letter case, at any depth: an answer may nest itself under
+ * `data`, where the gateway reads its id, or echo the applicant in `jobResults`). The answer's depth is bounded by the
+ * HTTP layer, so the walk is too.
+ */
 export function scrubRegistration(body: unknown): unknown {
-  if (!isObject(body)) return body ?? null;
-  const { [SENT.applicant]: _applicant, ...rest } = body;
-  return rest;
+  const applicant = asciiLower(SENT.applicant);
+  const scrub = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(scrub);
+    if (!isObject(value)) return value;
+    const out: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value)) {
+      // Defined, not assigned: a member named `__proto__` stays a member, as JSON.parse made it.
+      if (asciiLower(key) !== applicant)
+        Object.defineProperty(out, key, { value: scrub(item), enumerable: true, writable: true, configurable: true });
+    }
+    return out;
+  };
+  return scrub(body) ?? null;
 }
 
 // ---------------------------------------------------------------------------------------------------------
