@@ -438,7 +438,8 @@ export class IdentityService {
         // Kept as Verification.jobResults: without the applicant data an answer may echo there, as the answer is.
         jobResults: wire.scrubRegistration(registered.jobResults),
       };
-      return this.o.ledger.record({
+      // Written by `storeWith`, in the commit that completes the key.
+      return {
         id,
         kind: 'verification',
         projectId: null,
@@ -448,8 +449,11 @@ export class IdentityService {
         response: keptAnswer(registered.response, token),
         idempotencyKey,
         createdBy: caller.scope,
-      });
+        createdAt: new Date(),
+      };
     };
+    /** The status the upstream answered the registration with, once it did: what `unstorable` reports. */
+    let answeredStatus = 0;
 
     const out = await this.o.idempotency.run<LedgerRecord>({
       scope: caller.scope,
@@ -500,12 +504,18 @@ export class IdentityService {
             answer: keptAnswerText(this.o.verification.withoutToken(keptAnswer(registered.response, token))),
           });
         }
+        answeredStatus = registered.httpStatus;
         return recordOf(id, registered, token, idempotencyKey);
       },
-      // Reads the kept answer again with the path configured now; nothing is sent (docs/decisions/042). Only an
-      // answer to a registration sent without an id is ever kept, so the id is the one the answer names.
+      // Reads the kept answer again with the path configured now; nothing is sent (docs/decisions/042). The id is the
+      // one sent, when one was (its answer is kept when the ledger held that id for another creation), else the one
+      // the answer names.
       recover: async (incomplete, idempotencyKey) => {
-        const id = this.o.verification.externalIdOf(incomplete.answer);
+        answeredStatus = incomplete.status;
+        const id =
+          externalId === null
+            ? this.o.verification.externalIdOf(incomplete.answer)
+            : upstreamExternalId(caller.scope, externalId);
         if (!id)
           throw new UpstreamAnswerIncompleteError({ ...incomplete, lookedFor: this.describeShapes().externalId });
         const token = callback ? (await this.o.callbacks.issue(caller.scope, externalId, idempotencyKey)).token : null;
@@ -516,6 +526,19 @@ export class IdentityService {
           idempotencyKey,
         );
       },
+      // The record is written in the same commit as the completion of the key. An answer naming an id the ledger holds
+      // for another creation (another app's identification or verification) changes no row: the app is told so, as
+      // for an identification, rather than told of a verification it could then not read; the first record stays.
+      storeWith: (record) => [this.o.ledger.recordWrite(record)],
+      unstorable: (record) =>
+        new UpstreamAnswerIncompleteError({
+          upstream: 'verification',
+          status: answeredStatus,
+          missing: `a new id (the id read, ${record.id}, is one the gateway already recorded for another creation)`,
+          lookedFor: this.describeShapes().externalId,
+          variable: null,
+          answer: keptAnswerText(this.o.verification.withoutToken(record.response)),
+        }),
       toStored: this.toStored,
       fromStored: this.fromStored,
       log,
