@@ -462,7 +462,7 @@ export class IdentityService {
       // The callback token derives from the upstream key (src/identity/callbacks.ts), so the fingerprint holds only the flag.
       request: { path: wire.PATHS.verifications, workflowId, applicant, externalId, callback },
       unrepeatable: this.o.verification.unrepeatable,
-      execute: async (idempotencyKey, answered) => {
+      execute: async (idempotencyKey, answered, sentBefore) => {
         const issued = callback ? await this.o.callbacks.issue(caller.scope, externalId, idempotencyKey) : null;
         const token = issued?.token ?? null;
         const callbackUrl =
@@ -484,6 +484,26 @@ export class IdentityService {
           // registered it with this callbackUrl, so that token stays valid; so does one issued by an earlier
           // send of the same registration (this one is a retry, and the first may have been applied).
           if (!(error instanceof UpstreamRejectedError)) throw error;
+          // A 409 answering a repeat of a send that may have been applied (its answer lost) says that the id the
+          // gateway sent exists upstream: that send registered it, since the id is derived from this app and its
+          // external id. Refused, the app could never read the verification through the gateway; it is recorded
+          // under the id sent, with what its lost answer said unknown. An id the ledger holds already was recorded
+          // by another key's registration of the same external id, and the 409 is that one's conflict.
+          if (
+            error.status === 409 &&
+            sentId !== null &&
+            (sentBefore || error.mayHaveApplied) &&
+            (await this.o.ledger.get(sentId)) === null
+          ) {
+            answered();
+            answeredStatus = error.status;
+            return recordOf(
+              sentId,
+              { externalId: sentId, status: null, jobResults: null, response: null },
+              token,
+              idempotencyKey,
+            );
+          }
           if (issued?.fresh) await this.o.callbacks.revoke(issued.token);
           // A refusal may quote the callbackUrl it refused; its text reaches the app and an agent plan's outcome, and
           // the token it holds is still valid when an earlier send of this registration may have been applied.

@@ -182,9 +182,11 @@ export class Idempotency {
     request: unknown;
     /**
      * Runs the upstream call with the derived upstream key; calls `answered` once the upstream has answered (it may
-     * have created something), before the writes that store its answer.
+     * have created something), before the writes that store its answer. `sentBefore`: an earlier call with this key
+     * may have sent the request (its outcome was unknown, or its lease lapsed), so this send may be a repeat of one
+     * the upstream applied.
      */
-    execute: (upstreamIdempotencyKey: string, answered: () => void) => Promise<T>;
+    execute: (upstreamIdempotencyKey: string, answered: () => void, sentBefore: boolean) => Promise<T>;
     /**
      * The upstream's name when it is not known to honour Idempotency-Key (identity, unless IDEMPOTENT_UPSTREAMS names
      * it); absent for the cloud API. Then nothing sends the request again on its own once it may have arrived: a call
@@ -349,7 +351,7 @@ export class Idempotency {
         if (this.options.pauseAt) await this.options.pauseAt('mutation-claimed');
         const result = recovering
           ? await params.recover!(recovering, upstream)
-          : await params.execute(upstream, markAnswered);
+          : await params.execute(upstream, markAnswered, retryOfUnknown || tookOver);
         if (!recovering) answered = true;
         const stored = params.toStored ? params.toStored(result) : result;
         // Not stored when another call took the record over: this answer came under the same upstream key, so it is
