@@ -655,7 +655,7 @@ export type Identification = Node & {
   environment: IdentificationEnvironment;
   /** True once `expiresAt` has passed. */
   expired: Scalars['Boolean']['output'];
-  /** When the link stops working: creation time plus the lifetime; null when the lifetime was not given. */
+  /** When the link stops working: the time the gateway sent the creation request, plus the lifetime; null when the lifetime was not given. */
   expiresAt: Maybe<Scalars['DateTime']['output']>;
   /** The identification request's id, from the upstream's 202 answer. */
   id: Scalars['ID']['output'];
@@ -2356,7 +2356,7 @@ export type Verification = Node & {
   createdAt: Scalars['DateTime']['output'];
   /** The verification's external id (the client's, or the one the upstream assigned). */
   externalId: Scalars['ID']['output'];
-  /** The verification's global id (for `node`), a UUID: the id sent upstream, derived from the app and `externalId`, so two apps' equal external ids never meet. */
+  /** The verification's global id (for `node`), the id the verification interface knows it by: with an `externalId` given, a UUID derived from the app and that id (the one sent upstream), so two apps' equal external ids never meet; without one, the id the upstream assigned, as `externalId` is. */
   id: Scalars['ID']['output'];
   /** The `jobResults` of the registration answer, as JSON (its shape is not documented). */
   jobResults: Maybe<Scalars['JSON']['output']>;

@@ -341,6 +341,9 @@ export class IdentityService {
         // From here on the upstream has created the request: whatever its answer lacks, it is recorded and the key
         // completed (decision 019), or, without a readable id, kept with the key (decision 042), so a retry replays it
         // instead of creating a second one.
+        // The upstream starts the link's lifetime somewhere between this send and its answer: counted from the send, on
+        // the gateway's clock, `expired` may read true a little early, but never false once the link has expired.
+        const sentAt = this.now();
         const created = await this.o.identification.create(environment, body, idempotencyKey, log);
         answered();
         const now = this.now();
@@ -352,7 +355,7 @@ export class IdentityService {
           environment,
           idShort: created.link.idShort,
           url: created.link.url,
-          expiresAt: lifetime === null ? null : new Date(now + lifetime * 60_000).toISOString(),
+          expiresAt: lifetime === null ? null : new Date(sentAt + lifetime * 60_000).toISOString(),
         };
         const id = created.link.id;
         const secrets: IdentificationSecrets = {

@@ -302,9 +302,20 @@ export function namedExternalIdOf(body: unknown): string | null {
   return located(body, NAMED_EXTERNAL_ID_FIELDS, VERIFICATION_NESTED_FIELDS);
 }
 
-/** The status of a body: top level, else inside `jobResults` / `data` / `verification` / `result`. */
+/**
+ * The status of a body: top level, else inside `jobResults` / `data` / `verification` / `result`, else inside the
+ * `jobResults` of one of those: an answer nested where its id is read holds its status of acceptance there.
+ */
 export function statusOf(body: unknown): string | null {
-  return located(body, STATUS_FIELDS, ['jobResults', ...VERIFICATION_NESTED_FIELDS]);
+  const found = located(body, STATUS_FIELDS, ['jobResults', ...VERIFICATION_NESTED_FIELDS]);
+  if (found !== null) return found;
+  const outer = one(body);
+  if (!isObject(outer)) return null;
+  for (const nested of VERIFICATION_NESTED_FIELDS) {
+    const v = located(member(outer, nested), STATUS_FIELDS, ['jobResults']);
+    if (v !== null) return v;
+  }
+  return null;
 }
 
 /** VERIFICATION_EXTERNAL_ID_PATH when set (it replaces the guesses), else the guesses of externalIdOf. */
