@@ -89,3 +89,27 @@ describe('a retried registration whose outcome was unknown, answered 409', () =>
     expect(again.errors?.[0]?.extensions).toMatchObject({ code: 'CONFLICT', status: 409 });
   });
 });
+
+describe('a registration repeated within its call, on a verification service declared to honour the key', () => {
+  it('records the verification when the repeat of a send whose answer was lost is answered 409', async () => {
+    const t = await startTestGateway({ SANDBOX_CALLBACK_DELAY_MS: '600000', IDEMPOTENT_UPSTREAMS: 'verification' });
+    try {
+      const sandbox = t.gateway.sandbox.verification!;
+      const externalId = `repeated-${randomUUID()}`;
+      const input = { workflowId: 'wf-kyc', applicant: { lastName: 'Repeated' }, externalId };
+      sandbox.faults.enqueueFor(VERIFICATIONS_PATH, 'reset-after', {
+        status: 409,
+        retryAfterSeconds: null,
+        body: { code: 'VERIFICATION_EXISTS', domain: 'sandbox', details: 'already registered' },
+      });
+      const res = await t.graphql(REGISTER, { input, key: randomUUID() });
+      expect(res.errors).toBeUndefined();
+      const sent = sandbox.requests.filter((r) => r.method === 'POST' && r.path === VERIFICATIONS_PATH);
+      expect(sent).toHaveLength(2);
+      const sentId = (sent[0]!.body as { verificationExternalId: string }).verificationExternalId;
+      expect(res.data!.registerVerification.verification).toMatchObject({ id: sentId, externalId });
+    } finally {
+      await t.close();
+    }
+  });
+});
