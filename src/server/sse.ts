@@ -261,6 +261,8 @@ type Params = {
 export function createSseRoute(options: SseOptions): Route & { close(): Promise<void> } {
   const reservations = new Map<string, Reservation>();
   const open = new Set<AsyncGenerator<string, void, undefined>>();
+  /** True once `close` has begun (shutdown): a stream opened from then on is ended as soon as it opens. */
+  let closing = false;
   const present = streamPresenter(options.logger);
   const bufferLimit = options.subscriberBufferBytes ?? 8 * 1024 * 1024;
   const expiry = options.expiry;
@@ -816,6 +818,9 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     open.add(responseBody);
     const stop = () => void responseBody.return(undefined);
     res.once('close', stop);
+    // A stream opened once the route has ended the others (its request was on its way as the shutdown began) ends
+    // at once as they did, rather than holding the drain until its deadline cuts the connection.
+    if (closing) stop();
     const stream = token;
     const ids = idsOf(context, token);
     // A reserved stream ends with the credential that connected it; a distinct one with its one subscription.
@@ -892,6 +897,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     name: 'graphql-stream',
     handle,
     async close() {
+      closing = true;
       for (const r of reservations.values()) clearTimeout(r.timer);
       await Promise.all([...open].map((body) => body.return(undefined)));
       for (const token of [...reservations.keys()]) await release(token, true);
