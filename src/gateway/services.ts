@@ -148,8 +148,8 @@ export async function buildServices(
     keys: idempotency,
     now: parts.now,
   });
-  // Shutdown lets running provisionings finish their current step before the store closes.
-  parts.onClose(() => provisioning.idle());
+  // Shutdown lets running provisionings finish their current step before the store closes, and start no other.
+  parts.onClose(() => provisioning.stop());
   const activity = new AppActivity(store.db);
   const services: Services = {
     config,

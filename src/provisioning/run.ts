@@ -21,6 +21,8 @@ import type { ProvisioningRecords } from './records.js';
 export class ProvisioningRunner {
   /** One entry per provisioning running in this process, removed when it ends. */
   private readonly running = new Map<string, Promise<void>>();
+  /** True once the gateway shuts down (stop): a run sends no further step. */
+  private stopping = false;
 
   constructor(
     private readonly records: ProvisioningRecords,
@@ -77,9 +79,19 @@ export class ProvisioningRunner {
     this.running.set(p.id, work);
   }
 
-  /** Waits for running provisionings (shutdown, tests). */
+  /** Waits for running provisionings (tests). */
   async idle(): Promise<void> {
     await Promise.all([...this.running.values()]);
+  }
+
+  /**
+   * Shutdown: each run finishes and stores the step under way, and sends no further one, so that the store closes
+   * within the drain rather than after every step of every run. The row stays RUNNING with its heartbeat stopped: the
+   * next call with its key resumes it once IDEMPOTENCY_TAKEOVER has passed, as after a crash, on any replica.
+   */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.idle();
   }
 
   /** Runs the steps; returns early, having written nothing more, once a write finds the row taken over. */
@@ -110,6 +122,7 @@ export class ProvisioningRunner {
       // upstreamKey(scope, k). Both derive from the provisioning's upstream key, so a resume (after a
       // restart, on another replica) sends every step's same key again. The step's name is the stored one: a resume
       // whose input writes a topic's or a user's name with other spaces around it derives the first call's key.
+      if (this.stopping) return;
       const k = stepIdempotencyKey(p, step.name);
       current = await this.update(run, current, i, { state: 'RUNNING', idempotencyKey: upstreamKey(p.scope, k) });
       if (!current) return;

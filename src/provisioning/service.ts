@@ -598,9 +598,14 @@ export class ProvisioningService {
     return this.records.follow(caller, current, after);
   }
 
-  /** Waits for running provisionings (shutdown, tests). */
+  /** Waits for running provisionings (tests). */
   idle(): Promise<void> {
     return this.runner.idle();
+  }
+
+  /** Shutdown: each running provisioning stops after its step under way (ProvisioningRunner.stop). */
+  stop(): Promise<void> {
+    return this.runner.stop();
   }
 }
 
