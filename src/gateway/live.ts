@@ -133,6 +133,21 @@ export class LiveConfiguration {
   /** Authenticates with the running snapshot: each transport calls it once per request or connection. */
   readonly authenticate: Authenticate = (authorization, request) => this.snapshot.authenticate(authorization, request);
 
+  /**
+   * `authenticate` for a request answered once (POST and GET /graphql), which reads the trusted documents after it: a
+   * verification that waits (a JWT whose keys are fetched) across a reload's swap is made again under the
+   * configuration swapped in, so that the request reads the documents of the configuration its app was judged by,
+   * never the new ones with the old apps. A connection's credential is judged again by HeldCredentials instead.
+   */
+  readonly authenticateRequest: Authenticate = (authorization, request) => {
+    const snapshot = this.snapshot;
+    const result = snapshot.authenticate(authorization, request);
+    if (!(result instanceof Promise)) return result;
+    return result.then((auth) =>
+      this.snapshot === snapshot ? auth : this.authenticateRequest(authorization, request),
+    );
+  };
+
   /** The running configuration's number: one more after each reload that swapped it. */
   get generation(): number {
     return this.gen;

@@ -182,7 +182,7 @@ export function buildTransports(
       maxBodyBytes: config.graphqlLimits.maxBodyBytes,
       checkSource: (source) => limits.checkTokens(source),
       context: (req, ctx) => {
-        const result = authenticate(authorizationOf(req), ctx);
+        const result = live.authenticateRequest(authorizationOf(req), ctx);
         return result instanceof Promise ? result.then((auth) => httpContext(auth, ctx)) : httpContext(result, ctx);
       },
     }),
