@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import type { GraphQLSchema } from 'graphql';
 
+import { readJwksFile } from '../auth/jwks-fetch.js';
 import { listedAppNames, type JwtAuthConfig } from '../auth/jwt-config.js';
 import { JwksKeys, JwtAuthenticator, looksLikeJwt, type KnownNames } from '../auth/jwt.js';
 import { configuredApps, createAuthenticator, keyAppNames, type Authenticate } from '../auth/keys.js';
@@ -67,6 +68,33 @@ export function appNamesToRecord(config: Config): string[] {
   return [...keyAppNames(config), ...listedAppNames(config.jwtAuth)];
 }
 
+/**
+ * The files a start reads and checks (the JWT providers' and the mobile identity service's JWKS files, the trusted
+ * documents' manifest), read before anything is opened: a bad one stops the start (a ConfigError, exit 2) before the
+ * database is created or migrated and before anything is written to DATA_DIR. Returns the trusted documents read,
+ * which the LiveConfiguration then takes as they are (a manifest's documents are validated once).
+ */
+export function readStartFiles(config: Config, schema: GraphQLSchema): TrustedDocuments | undefined {
+  const jwtAuth = config.jwtAuth;
+  for (const issuer of jwtAuth?.issuers ?? [])
+    if ('file' in issuer.jwks) readJwksFile(jwtAuth!.issuersFile ? 'AUTH_ISSUERS' : 'AUTH_JWKS_FILE', issuer.jwks.file);
+  // The sandboxed mobile identity service signs with keys of its own: the file is read only for a real one.
+  const mobileId = config.upstreams.mobileId;
+  if (!mobileId.sandbox && mobileId.jwksFile) readJwksFile('MOBILEID_JWKS_FILE', mobileId.jwksFile);
+  return loadTrusted(config, schema, undefined);
+}
+
+function loadTrusted(
+  config: Config,
+  schema: GraphQLSchema,
+  previous: TrustedDocuments | undefined,
+): TrustedDocuments | undefined {
+  const { mode, manifest } = config.trustedDocuments;
+  return mode === 'off'
+    ? undefined
+    : TrustedDocuments.load({ mode, manifest: manifest!, schema, introspection: config.introspection, previous });
+}
+
 export class LiveConfiguration {
   private snapshot: Snapshot;
   /** Each provider's keys: a JWKS URL's are kept across reloads (their cache and fetch schedule), a file's re-read. */
@@ -103,11 +131,16 @@ export class LiveConfiguration {
       appNames: ReadonlySet<string>;
       /** ...and what each reload records with its names: every name recorded so far, by any replica. */
       recordAppNames: (names: readonly string[]) => Promise<ReadonlySet<string>>;
+      /** The trusted documents the start read before it opened anything (readStartFiles); unset: read now. */
+      trusted?: TrustedDocuments | undefined;
     },
   ) {
     this.appNamesEver = new Set(deps.appNames);
     const keys = this.keysOf(config.jwtAuth);
-    this.snapshot = { ...this.authOf(config, keys, this.appNamesEver), trusted: this.loadTrusted(undefined) };
+    this.snapshot = {
+      ...this.authOf(config, keys, this.appNamesEver),
+      trusted: deps.trusted ?? this.loadTrusted(undefined),
+    };
     this.keysInUse(keys);
     this.warn(config.jwtAuth);
     this.steps = [
@@ -320,16 +353,7 @@ export class LiveConfiguration {
   }
 
   private loadTrusted(previous: TrustedDocuments | undefined): TrustedDocuments | undefined {
-    const { mode, manifest } = this.config.trustedDocuments;
-    return mode === 'off'
-      ? undefined
-      : TrustedDocuments.load({
-          mode,
-          manifest: manifest!,
-          schema: this.deps.schema,
-          introspection: this.config.introspection,
-          previous,
-        });
+    return loadTrusted(this.config, this.deps.schema, previous);
   }
 
   private warn(jwtAuth: JwtAuthConfig | null): void {

@@ -12,7 +12,7 @@ import { recordAppNames } from '../store/key-app-names.js';
 import { createTracing } from '../telemetry/tracing.js';
 import { gatewayJobs, startJobs } from './jobs.js';
 import { GatewayServer } from './listen.js';
-import { appNamesToRecord, LiveConfiguration } from './live.js';
+import { appNamesToRecord, LiveConfiguration, readStartFiles } from './live.js';
 import type { Gateway, GatewayOptions } from './options.js';
 import { buildPipeline, contextBuilder, gatewaySchema } from './pipeline.js';
 import { buildServices, WEBHOOK_EVENT_KINDS } from './services.js';
@@ -23,6 +23,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const metrics = new Metrics();
   const testing = options.testing ?? {};
   const now = testing.clock ?? Date.now;
+  // The files the start checks are read first: a bad one stops it before anything below is opened or written.
+  const schema = gatewaySchema();
+  const trustedAtStart = readStartFiles(config, schema);
   // What shutdown undoes, in the reverse order of what was built.
   const cleanups: Array<() => Promise<void>> = [];
   const onClose = (close: () => Promise<void>) => void cleanups.push(close);
@@ -106,10 +109,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       ),
     );
 
-    // Who may call and which documents are trusted: read now, and again by each reload (docs/decisions/057). The
-    // app names configured (with keys, or listed by an identity provider's entry) are recorded first, and every name
-    // recorded before read back: `*` takes none of them from the first request served (docs/decisions/058).
-    const schema = gatewaySchema();
+    // Who may call and which documents are trusted (read first of all, above): taken now, and read again by each
+    // reload (docs/decisions/057). The app names configured (with keys, or listed by an identity provider's entry)
+    // are recorded first, and every name recorded before read back: `*` takes none of them from the first request
+    // served (docs/decisions/058).
     const recordNames = (names: readonly string[]) => recordAppNames(store.db, names, now());
     live = new LiveConfiguration(config, {
       logger,
@@ -120,6 +123,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       prepareMobileIdKeys: () => services.mobileId.prepareKeysReload(),
       appNames: await recordNames(appNamesToRecord(config)),
       recordAppNames: recordNames,
+      trusted: trustedAtStart,
     });
 
     const contextFor = contextBuilder(services, logger);
