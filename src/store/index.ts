@@ -147,7 +147,10 @@ export interface StoreOptions {
   migrationPollMs?: number;
 }
 
-/** Connection failures worth waiting out at start-up: the server is not up (yet), restarting, or not routable. */
+/**
+ * Failures worth waiting out (at start-up, and as SERVICE_UNAVAILABLE to a caller): the server is not up (yet),
+ * restarting, not routable, or refusing what only its cure lets through.
+ */
 const UNREACHABLE_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -160,7 +163,13 @@ const UNREACHABLE_CODES = new Set([
   '57P01',
   '57P02',
   '57P03',
+  // The server answers but refuses, until its operator or a failover cures it: no connection slot left (53300, too
+  // many connections for the server, the database or the role), out of disk or memory (the rest of class 53), and
+  // writes refused because it is read-only (25006: a standby reached after a failover, or a primary made read-only).
+  '25006',
 ]);
+/** SQLSTATE classes whose every code is such a failure (53: insufficient resources), besides 08 (connection). */
+const UNREACHABLE_CLASSES = ['08', '53'];
 const RETRY_MAX_MS = 5_000;
 
 /**
@@ -198,7 +207,8 @@ function unavailable(err: unknown): unknown {
 export function databaseUnreachable(err: unknown): boolean {
   if (err instanceof StoreUnavailableError) return true;
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string') return UNREACHABLE_CODES.has(code) || code.startsWith('08');
+  if (typeof code === 'string')
+    return UNREACHABLE_CODES.has(code) || UNREACHABLE_CLASSES.some((c) => code.length === 5 && code.startsWith(c));
   return (
     err instanceof Error &&
     /Connection terminated|timeout expired|timeout exceeded when trying to connect|not queryable/i.test(err.message)
