@@ -169,6 +169,9 @@ export class PostgresBus implements EventBus {
       application_name: 'gateway-events',
       keepAlive: true,
       query_timeout: PROBE_MS,
+      // A connection attempt the network swallows (a partition: accepted, never answered) fails as an unanswered probe
+      // does, and the next attempt is made; without a bound it would wait for good, and this replica never listen again.
+      connectionTimeoutMillis: PROBE_MS,
     });
     client.on('notification', (msg) => {
       if (msg.channel !== CHANNEL || !msg.payload) return;

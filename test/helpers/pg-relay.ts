@@ -11,11 +11,16 @@ import { startPostgres } from './postgres.js';
 export function pgRelay(port: number) {
   const sockets = new Set<net.Socket>();
   let silent = false;
+  /** What the clients of the connections accepted while silent sent (their start-up messages name their application). */
+  const unanswered: string[] = [];
   const server = net.createServer((client) => {
     sockets.add(client);
     client.on('error', () => undefined);
     client.on('close', () => sockets.delete(client));
-    if (silent) return;
+    if (silent) {
+      client.on('data', (d) => unanswered.push(d.toString('latin1')));
+      return;
+    }
     const upstream = net.connect(port, '127.0.0.1');
     sockets.add(upstream);
     upstream.on('error', () => undefined);
@@ -33,6 +38,8 @@ export function pgRelay(port: number) {
       server.listen(0, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port)),
     ),
     silence: () => void (silent = true),
+    /** Whether a connection opened during a silence, left unanswered, sent `text` (an application_name, say). */
+    heldWith: (text: string) => unanswered.some((d) => d.includes(text)),
     restore: () => void (silent = false),
     close() {
       for (const s of sockets) s.destroy();
