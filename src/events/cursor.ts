@@ -277,7 +277,7 @@ const MAX_RANGES = 1000;
  */
 export class Delivered {
   private readonly position: Position;
-  /** When the lowest hole above the floor was first seen (0: no hole). */
+  /** Since when the lowest hole above the floor has been the lowest (0: no hole): its minute counts from then. */
   private holeSince = 0;
 
   constructor(
@@ -296,12 +296,15 @@ export class Delivered {
   record(seq: number, at: number, wanted: boolean): string | undefined;
   record(seq: number, at: number, wanted = true): string | undefined {
     const p = this.position;
+    const floor = p.floor;
     p.add(seq);
     if (p.ranges.length === 0) {
       this.holeSince = 0;
     } else {
       const now = Date.now();
-      if (this.holeSince === 0) this.holeSince = now;
+      // The lowest hole filled and another is the lowest now: its wait starts here (it may have opened a moment ago),
+      // not when the one that filled did, whose minute would give it up early.
+      if (this.holeSince === 0 || p.floor > floor) this.holeSince = now;
       else if (now - this.holeSince >= HOLE_WAIT_MS || p.ranges.length > MAX_RANGES * 2) {
         p.addRange(p.floor + 1, p.ranges[0]! - 1);
         this.holeSince = p.ranges.length ? now : 0;
