@@ -4,6 +4,7 @@ import { sha256 } from '../auth/caller.js';
 import { callbackDedupeKey, type EventRecord, type NewEvent } from '../events/index.js';
 import { canonicalJson } from '../fingerprint.js';
 import type { AppStorage } from '../store/app-storage.js';
+import { callInFlight } from '../store/idempotency.js';
 import type { Database } from '../store/schema.js';
 
 /** The `meta` mark of a callback event whose payload is `SealedCallback` (events stored before it hold the body in clear). */
@@ -206,17 +207,8 @@ export class VerificationCallbacks {
    * True while a verification registration of the app is in flight (its idempotency record pending, its lease
    * running): the service may call back on an address whose registration it has not answered yet, so not yet bound.
    */
-  async registering(createdBy: string): Promise<boolean> {
-    const row = await this.db
-      .selectFrom('idempotency_records')
-      .select('key')
-      .where('scope', '=', createdBy)
-      .where('operation', '=', 'registerVerification')
-      .where('state', '=', 'pending')
-      .where('lease_until', '>', this.now())
-      .limit(1)
-      .executeTakeFirst();
-    return row !== undefined;
+  registering(createdBy: string): Promise<boolean> {
+    return callInFlight(this.db, createdBy, 'registerVerification', this.now());
   }
 
   /** Forgets a token whose registration the upstream refused (nothing will call it). */

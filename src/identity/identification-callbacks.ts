@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
 
 import type { AppStorage } from '../store/app-storage.js';
+import { callInFlight } from '../store/idempotency.js';
 import type { Database } from '../store/schema.js';
 
 export interface IdentificationCallbackBinding {
@@ -99,17 +100,8 @@ export class IdentificationCallbacks {
    * True while an identification creation of the app is in flight (its idempotency record pending, its lease
    * running): the platform may have answered it and be calling back before its record is stored.
    */
-  async creating(createdBy: string, now = this.now()): Promise<boolean> {
-    const row = await this.db
-      .selectFrom('idempotency_records')
-      .select('key')
-      .where('scope', '=', createdBy)
-      .where('operation', '=', 'createIdentification')
-      .where('state', '=', 'pending')
-      .where('lease_until', '>', now)
-      .limit(1)
-      .executeTakeFirst();
-    return row !== undefined;
+  creating(createdBy: string, now = this.now()): Promise<boolean> {
+    return callInFlight(this.db, createdBy, 'createIdentification', now);
   }
 
   async find(token: string): Promise<IdentificationCallbackBinding | null> {

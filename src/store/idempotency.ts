@@ -20,6 +20,29 @@ function over(eb: ExpressionBuilder<Database, 'idempotency_records'>, now: numbe
 }
 
 /**
+ * True while a call of `operation` by the app `scope` is in flight: its record pending, its lease running at `now`. An
+ * upstream may call back on a creation it has not answered yet (or whose record is not stored yet): such a callback is
+ * asked to come again rather than refused.
+ */
+export async function callInFlight(
+  db: Kysely<Database>,
+  scope: string,
+  operation: string,
+  now: number,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('idempotency_records')
+    .select('key')
+    .where('scope', '=', scope)
+    .where('operation', '=', operation)
+    .where('state', '=', 'pending')
+    .where('lease_until', '>', now)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/**
  * Runs `first`, then, if it changed a row, `then`, as one transaction with one commit; false when `first` changed no
  * row, `{ unapplied }` when a statement of `then` changed none (nothing written either way). The store's own
  * (Store.writeTogether) joins the SQLite group commit; without it, a kysely transaction.
