@@ -1,4 +1,5 @@
 import type { Client } from 'graphql-ws';
+import { request } from 'undici';
 
 import {
   IDENTIFICATIONS_PATH,
@@ -103,4 +104,15 @@ export async function twoIdentificationEnvironments(
       await Promise.all(Object.values(upstreams).map((u) => u.close()));
     },
   };
+}
+
+/** A callback as the upstream sends it (JSON, no other header): its status, its Retry-After and its parsed body. */
+export async function postCallback(url: string, body: unknown) {
+  const res = await request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, retryAfter: res.headers['retry-after'], body: text ? JSON.parse(text) : null };
 }

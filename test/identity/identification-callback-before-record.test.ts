@@ -5,24 +5,14 @@
 // address's app is in flight, so the sender retries; once the record is stored, the retry is kept and delivered.
 // The window is held open on PostgreSQL: a lock on the ledger's table holds the record's write (reads go on).
 import pg from 'pg';
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { postCallback } from '../helpers/identity.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
 const CREATE = `mutation($input: CreateIdentificationInput!) {
   createIdentification(input: $input) { identification { id callbackUrl status } } }`;
-
-async function post(url: string, body: unknown) {
-  const res = await request(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  const text = await res.body.text();
-  return { status: res.statusCode, retryAfter: res.headers['retry-after'], body: text ? JSON.parse(text) : null };
-}
 
 describe('an identification callback that arrives before its creation is stored', () => {
   let postgres: TestPostgres;
@@ -66,7 +56,7 @@ describe('an identification callback that arrives before its creation is stored'
     await lock.query('begin');
     await lock.query('lock table resources in exclusive mode');
     const created = t.graphql(CREATE, { input: { workflowId } }, { key: 'key-a' });
-    let early: Awaited<ReturnType<typeof post>>;
+    let early: Awaited<ReturnType<typeof postCallback>>;
     let id: string;
     try {
       // The platform created it (202) and the gateway waits to write its record.
@@ -74,7 +64,7 @@ describe('an identification callback that arrives before its creation is stored'
       const instances = sandbox.identifications();
       expect(instances).toHaveLength(2);
       id = instances[1]!.id;
-      early = await post(address, { id, workflowId, status: 'COMPLETED', event: 'IDENTIFICATION_COMPLETED' });
+      early = await postCallback(address, { id, workflowId, status: 'COMPLETED', event: 'IDENTIFICATION_COMPLETED' });
     } finally {
       await lock.query('commit');
       await lock.end();
@@ -88,7 +78,7 @@ describe('an identification callback that arrives before its creation is stored'
     expect(answer.data!.createIdentification.identification.id).toBe(id);
     // The sender's retry is kept and read back.
     expect(
-      (await post(address, { id, workflowId, status: 'COMPLETED', event: 'IDENTIFICATION_COMPLETED' })).status,
+      (await postCallback(address, { id, workflowId, status: 'COMPLETED', event: 'IDENTIFICATION_COMPLETED' })).status,
     ).toBe(204);
     const read = await t.graphql(`query($id: ID!) { identification(id: $id) { status } }`, { id }, { key: 'key-a' });
     expect(read.data).toEqual({ identification: { status: 'COMPLETED' } });
@@ -101,7 +91,7 @@ describe('an identification callback that arrives before its creation is stored'
     const theirs = await t.graphql(CREATE, { input: { workflowId } }, { key: 'key-b' });
     const foreign = theirs.data!.createIdentification.identification.id as string;
     for (const id of [foreign, 'never-created']) {
-      const res = await post(address, { id, workflowId, status: 'COMPLETED' });
+      const res = await postCallback(address, { id, workflowId, status: 'COMPLETED' });
       expect(res.status).toBe(404);
       expect(res.body).toMatchObject({ error: 'not_found' });
     }

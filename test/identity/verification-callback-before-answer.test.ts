@@ -7,10 +7,10 @@
 // answer is stored.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { postCallback } from '../helpers/identity.js';
 
 const API_KEY = 'early-callback-app';
 const REGISTER = `mutation {
@@ -21,21 +21,11 @@ const REGISTER = `mutation {
 const COMPLETION = `query($id: ID!) { node(id: $id) { ... on Verification { externalId completion { status } } } }`;
 const RESULT = { status: 'COMPLETED', decision: 'APPROVED' };
 
-async function post(url: string, body: unknown) {
-  const res = await request(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  const text = await res.body.text();
-  return { status: res.statusCode, retryAfter: res.headers['retry-after'], body: text ? JSON.parse(text) : null };
-}
-
 describe('a verification callback that arrives before the registration is answered', () => {
   let upstream: http.Server;
   let gw: TestGateway;
   /** What the gateway answered the callback the service sent before its own answer, and the address it went to. */
-  const early: { url?: string; answer?: Awaited<ReturnType<typeof post>> } = {};
+  const early: { url?: string; answer?: Awaited<ReturnType<typeof postCallback>> } = {};
 
   beforeAll(async () => {
     // Assigns the id itself; calls back (with a body that does not name the verification) before it answers.
@@ -45,7 +35,7 @@ describe('a verification callback that arrives before the registration is answer
       req.on('end', () => {
         const sent = JSON.parse(text) as { callbackUrl: string };
         early.url = sent.callbackUrl;
-        void post(sent.callbackUrl, RESULT).then((answer) => {
+        void postCallback(sent.callbackUrl, RESULT).then((answer) => {
           early.answer = answer;
           res.writeHead(200, { 'content-type': 'application/json' });
           res.end(JSON.stringify({ verificationExternalId: 'assigned-7', jobResults: { status: 'ACCEPTED' } }));
@@ -77,7 +67,7 @@ describe('a verification callback that arrives before the registration is answer
     expect(before.data!.node).toEqual({ externalId: 'assigned-7', completion: null });
 
     // The sender's retry, now that the registration is stored, is the verification's result.
-    expect((await post(early.url!, RESULT)).status).toBe(204);
+    expect((await postCallback(early.url!, RESULT)).status).toBe(204);
     const after = await gw.graphql(COMPLETION, { id: 'assigned-7' }, { key: API_KEY });
     expect(after.data!.node).toEqual({ externalId: 'assigned-7', completion: { status: 'COMPLETED' } });
   });
