@@ -7,7 +7,8 @@ import type { GatewayTesting } from './options.js';
 
 /**
  * A background job of startGateway: `run` every `intervalMs` (a run still in flight is not overlapped; a failure is
- * logged with the job's name), and `stop` once at shutdown after the timer is cleared (a last run, where one is due).
+ * logged with the job's name), and `stop` once at shutdown after the timer is cleared and the run under way has ended
+ * (a last run, where one is due).
  */
 interface BackgroundJob {
   readonly name: string;
@@ -16,21 +17,32 @@ interface BackgroundJob {
   stop?(): Promise<unknown>;
 }
 
-/** Starts the jobs, logs their list once, and returns the one stop of them all (each job's `stop`, in order). */
+/**
+ * Starts the jobs, logs their list once, and returns the one stop of them all: it cancels every schedule, waits for
+ * the runs under way until `deadline` (epoch ms: the end of the shutdown's drain), then calls each job's `stop`, in
+ * order. A run is waited for because the store closes after the jobs stop: closed under a run (a pass over pending
+ * mobile-ID notifications waiting on the JWKS, a purge on PostgreSQL), the run would fail, and a notification it had
+ * claimed would wait out its lease after the restart.
+ */
 export function startJobs(
   jobs: readonly BackgroundJob[],
   logger: Logger,
   schedule?: GatewayTesting['scheduleJob'],
-): () => Promise<void> {
+): (deadline: number) => Promise<void> {
+  let stopped = false;
+  /** The run under way of each job, removed when it ends. */
+  const running = new Map<string, Promise<void>>();
   const cancels = jobs.map((job) => {
-    let running = false;
     const tick = () => {
-      if (running) return;
-      running = true;
-      job
+      if (stopped || running.has(job.name)) return;
+      const run = job
         .run()
-        .catch((err: unknown) => logger.warn({ err, job: job.name }, `background job failed: ${job.name}`))
-        .finally(() => (running = false));
+        .then(
+          () => undefined,
+          (err: unknown) => void logger.warn({ err, job: job.name }, `background job failed: ${job.name}`),
+        )
+        .finally(() => running.delete(job.name));
+      running.set(job.name, run);
     };
     if (schedule) return schedule(job.name, tick);
     const timer = setInterval(tick, job.intervalMs);
@@ -38,13 +50,38 @@ export function startJobs(
     return () => clearInterval(timer);
   });
   logger.debug({ jobs: jobs.map((j) => ({ name: j.name, intervalMs: j.intervalMs })) }, 'background jobs started');
-  return async () => {
+  return async (deadline) => {
+    stopped = true;
     for (const cancel of cancels) cancel();
+    await waitForRuns(running, deadline, logger);
     for (const job of jobs)
       await job
         .stop?.()
         .catch((err: unknown) => logger.warn({ err, job: job.name }, `background job failed to stop: ${job.name}`));
   };
+}
+
+/**
+ * Waits for the runs under way, but not past `deadline`: the drain bounds them as it bounds requests, so that the
+ * store still closes before the exit deadline (SHUTDOWN). A run still going then is named, and the store closes under
+ * it.
+ */
+async function waitForRuns(running: Map<string, Promise<void>>, deadline: number, logger: Logger): Promise<void> {
+  if (running.size === 0) return;
+  const names = () => [...running.keys()];
+  logger.info({ jobs: names() }, `shutdown waits for the background jobs under way: ${names().join(', ')}`);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), Math.max(0, deadline - Date.now()));
+    timer.unref();
+  });
+  const outcome = await Promise.race([Promise.all(running.values()), late]);
+  clearTimeout(timer);
+  if (outcome === 'late')
+    logger.warn(
+      { jobs: names() },
+      `background jobs still running at the end of the drain, the store closes under them: ${names().join(', ')}`,
+    );
 }
 
 /** Every background job of the gateway (the storage recount only where replicas share the database). */

@@ -13,7 +13,7 @@ import { createTracing } from '../telemetry/tracing.js';
 import { gatewayJobs, startJobs } from './jobs.js';
 import { GatewayServer } from './listen.js';
 import { appNamesToRecord, LiveConfiguration, readStartFiles } from './live.js';
-import type { Gateway, GatewayOptions } from './options.js';
+import { SHUTDOWN, type Gateway, type GatewayOptions } from './options.js';
 import { buildPipeline, contextBuilder, gatewaySchema } from './pipeline.js';
 import { buildServices, WEBHOOK_EVENT_KINDS } from './services.js';
 import { buildTransports } from './transports.js';
@@ -29,7 +29,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // What shutdown undoes, in the reverse order of what was built.
   const cleanups: Array<() => Promise<void>> = [];
   const onClose = (close: () => Promise<void>) => void cleanups.push(close);
+  // The end of the shutdown's drain (epoch ms), set as it begins: what waits during the shutdown waits no longer.
+  let drainDeadline = 0;
   const closeAll = async () => {
+    drainDeadline = Date.now() + SHUTDOWN.drainMs;
     for (const c of cleanups.reverse())
       await c().catch((err: unknown) => logger.error({ err }, 'error during shutdown'));
   };
@@ -101,13 +104,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       configured: () => live!.configured,
       onClose,
     });
-    onClose(
-      startJobs(
-        gatewayJobs({ services, idempotencyRecords, webhookEventKinds: WEBHOOK_EVENT_KINDS, now }),
-        logger,
-        testing.scheduleJob,
-      ),
+    // Stopped before the services and the store close: the runs under way end first, within the drain.
+    const stopJobs = startJobs(
+      gatewayJobs({ services, idempotencyRecords, webhookEventKinds: WEBHOOK_EVENT_KINDS, now }),
+      logger,
+      testing.scheduleJob,
     );
+    onClose(() => stopJobs(drainDeadline));
 
     // Who may call and which documents are trusted (read first of all, above): taken now, and read again by each
     // reload (docs/decisions/057). The app names configured (with keys, or listed by an identity provider's entry)
