@@ -5,7 +5,7 @@ import './config/v8-heap.js';
 
 import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config/index.js';
 import { shownUrl } from './errors.js';
-import { SHUTDOWN } from './gateway/options.js';
+import { SHUTDOWN, type Gateway } from './gateway/options.js';
 import { startGateway } from './gateway/start.js';
 import { createLogger, logUnexpected, resolveLogFormat } from './logger.js';
 import { openStore } from './store/index.js';
@@ -70,20 +70,15 @@ async function main(): Promise<void> {
   process.on('unhandledRejection', (reason) =>
     logUnexpected(logger, reason, {}, 'a promise was rejected and nothing handled it; the gateway goes on serving'),
   );
-  const gateway = await startGateway(config, { logger });
-  // The signals are handled before the start-up line says the gateway is ready: a SIGHUP sent on seeing it must
-  // reload, never meet the default action (the end of the process).
+  // SIGTERM and SIGINT are handled from here on, before the start: one that comes while the gateway waits for
+  // PostgreSQL or for the migrations (which may take minutes) must end it as a shutdown does (exit 0, logged), not by
+  // the signal's default action (no line, status 143). It stops the start where it waits, and what the start opened
+  // is closed. Once started, the gateway drains before it exits.
+  const starting = new AbortController();
+  let gateway: Gateway | undefined;
   let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down: draining in-flight requests');
-    const force = setTimeout(() => {
-      logger.error(`shutdown took longer than ${SHUTDOWN.exitMs / 1000} s; exiting`);
-      process.exit(1);
-    }, SHUTDOWN.exitMs);
-    force.unref();
-    gateway
+  const closeAndExit = (started: Gateway) => {
+    started
       .close()
       .then(() => {
         logger.info('shutdown complete');
@@ -94,17 +89,50 @@ async function main(): Promise<void> {
         process.exit(1);
       });
   };
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info(
+      { signal },
+      gateway
+        ? 'shutting down: draining in-flight requests'
+        : 'shutting down during the start: it stops, and what it opened is closed',
+    );
+    const force = setTimeout(() => {
+      logger.error(`shutdown took longer than ${SHUTDOWN.exitMs / 1000} s; exiting`);
+      process.exit(1);
+    }, SHUTDOWN.exitMs);
+    force.unref();
+    if (gateway) closeAndExit(gateway);
+    else starting.abort(new Error(`${signal} during the start`));
+  };
   process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  let started: Gateway;
+  try {
+    started = await startGateway(config, { logger, signal: starting.signal });
+  } catch (err) {
+    // Stopped by the signal: what it opened is closed already (startGateway), and the shutdown is complete.
+    if (stopping && err === starting.signal.reason) {
+      logger.info('shutdown complete');
+      process.exit(0);
+    }
+    throw err;
+  }
+  // The signal came as the start ended, past its last wait: the gateway shuts down at once, before its ready line.
+  if (stopping) return closeAndExit(started);
+  gateway = started;
+  // The signals are handled before the start-up line says the gateway is ready: a SIGHUP sent on seeing it must
+  // reload, never meet the default action (the end of the process).
   // SIGHUP reads the configuration files again (docs/decisions/057); it no longer ends the process.
   const reloadOnHup = () => {
     if (stopping) return;
-    gateway.reload('SIGHUP').catch((err: unknown) => {
+    started.reload('SIGHUP').catch((err: unknown) => {
       logger.error({ err, trigger: 'SIGHUP' }, 'configuration reload failed unexpectedly');
     });
   };
   process.on('SIGHUP', reloadOnHup);
   process.off('SIGHUP', hupBeforeStart);
-  process.on('SIGINT', () => stop('SIGINT'));
   const described = describeUpstreams(config.upstreams);
   const upstreams = Object.entries(described)
     .map(([name, where]) => `${name}=${where}`)

@@ -48,6 +48,11 @@ export interface GatewayOptions {
   /** Port override (tests pass 0). */
   port?: number;
   host?: string;
+  /**
+   * Aborted by a shutdown that comes during the start (src/main.ts): the waits for PostgreSQL and for the migrations
+   * stop, what was opened is closed, and startGateway rejects with the signal's reason.
+   */
+  signal?: AbortSignal;
   /** What tests (and the benchmarks' one-off experiments) hold in their own hands; production sets none of it. */
   testing?: GatewayTesting;
 }

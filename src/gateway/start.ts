@@ -23,6 +23,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const metrics = new Metrics();
   const testing = options.testing ?? {};
   const now = testing.clock ?? Date.now;
+  const { signal } = options;
   // The files the start checks are read first: a bad one stops it before anything below is opened or written.
   const schema = gatewaySchema();
   const trustedAtStart = readStartFiles(config, schema);
@@ -76,8 +77,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       onUnreachable: (why) => {
         if (why !== null) waitingFor = why;
       },
+      signal,
     });
     onClose(() => store.close());
+    // A shutdown during the wait stopped it above; one during the migrations, once they are done, stops the start here.
+    signal?.throwIfAborted();
 
     // One gateway secret (TOKEN_ENCRYPTION_KEY, or its key file in DATA_DIR): it seals what is stored and keys digests.
     const box = loadSecretBox({
@@ -111,6 +115,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       testing.scheduleJob,
     );
     onClose(() => stopJobs(drainDeadline));
+    // Nor does a start whose shutdown came while its services were built go on (what remains is quick: src/main.ts
+    // closes a gateway whose start ended after the signal).
+    signal?.throwIfAborted();
 
     // Who may call and which documents are trusted (read first of all, above): taken now, and read again by each
     // reload (docs/decisions/057). The app names configured (with keys, or listed by an identity provider's entry)

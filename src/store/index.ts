@@ -145,6 +145,12 @@ export interface StoreOptions {
   migrations?: 'apply' | 'wait';
   /** Tests only: the pause between two looks at the applied migrations in `wait` mode (default 2 s). */
   migrationPollMs?: number;
+  /**
+   * Aborted by a shutdown that comes while the store opens: the waits for PostgreSQL and for the migrations stop (at
+   * once in a pause, after the attempt under way otherwise), what was opened is closed, and openStore rejects with the
+   * signal's reason. Migrations being applied are not interrupted: the store opens once they are done.
+   */
+  signal?: AbortSignal;
 }
 
 /**
@@ -215,6 +221,22 @@ export function databaseUnreachable(err: unknown): boolean {
   );
 }
 
+/** A pause of `ms` between two attempts, which an abort of `signal` ends at once, rejecting with its reason. */
+function pauseUnlessAborted(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason as Error);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason as Error);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
 /**
  * Waits until PostgreSQL answers, retrying with backoff: a gateway started before its database (a pod scheduled
  * first, a database restarting) waits instead of exiting into a crash loop. A refusal that waiting does not cure
@@ -222,6 +244,7 @@ export function databaseUnreachable(err: unknown): boolean {
  */
 async function waitForPostgres(ping: () => Promise<unknown>, location: string, options: StoreOptions): Promise<void> {
   for (let attempt = 1; ; attempt++) {
+    options.signal?.throwIfAborted();
     try {
       await ping();
       if (attempt > 1) {
@@ -243,7 +266,7 @@ async function waitForPostgres(ping: () => Promise<unknown>, location: string, o
         },
         'PostgreSQL is not reachable: waiting for it, retrying with backoff',
       );
-      await new Promise((resolve) => setTimeout(resolve, retryInMs));
+      await pauseUnlessAborted(retryInMs, options.signal);
     }
   }
 }
@@ -254,6 +277,7 @@ async function waitForPostgres(ping: () => Promise<unknown>, location: string, o
  */
 async function waitForMigrations(migrator: Migrator, location: string, options: StoreOptions): Promise<void> {
   for (let looks = 1; ; looks++) {
+    options.signal?.throwIfAborted();
     const missing = (await migrator.getMigrations()).filter((m) => m.executedAt === undefined).map((m) => m.name);
     if (missing.length === 0) {
       if (looks > 1) {
@@ -269,7 +293,7 @@ async function waitForMigrations(migrator: Migrator, location: string, options: 
         { store: location, missing },
         'the database lacks migrations: waiting for `main.js migrate` to apply them',
       );
-    await new Promise((resolve) => setTimeout(resolve, options.migrationPollMs ?? 2_000));
+    await pauseUnlessAborted(options.migrationPollMs ?? 2_000, options.signal);
   }
 }
 
@@ -488,6 +512,8 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       await waitForPostgres(ping, location, options);
     } catch (err) {
       await db.destroy();
+      // A shutdown stopped the wait: not a refusal of PostgreSQL, and the caller tells it by the reason itself.
+      if (options.signal?.aborted) throw options.signal.reason;
       throw new StoreOpenError('DATABASE_URL', location, `PostgreSQL refused: ${(err as Error).message}`, {
         cause: err,
       });

@@ -104,6 +104,20 @@ describe('main.js migrate and DATABASE_MIGRATIONS=wait on a real PostgreSQL', ()
     expect(gateway.output()).not.toContain('migration applied');
   }, 120_000);
 
+  it('a replica waiting for migrate shuts down on SIGTERM: one line, exit 0, and still no migration applied', async () => {
+    const url = await server.createDatabase('migrate_wait_sigterm');
+    const gateway = await start({ DATABASE_URL: url, DATABASE_MIGRATIONS: 'wait' }, { until: 'listening: not ready' });
+    await gateway.waitFor('the database lacks migrations');
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      gateway.child.once('exit', (code, signal) => resolve({ code, signal })),
+    );
+    gateway.child.kill('SIGTERM');
+    expect(await exited, gateway.output()).toEqual({ code: 0, signal: null });
+    expect(gateway.output()).toContain('shutting down during the start: it stops, and what it opened is closed');
+    expect(gateway.output()).toContain('shutdown complete');
+    expect(await appliedMigrations(url)).toEqual([]);
+  }, 120_000);
+
   it('DATABASE_MIGRATIONS=wait without DATABASE_URL is a configuration error', () => {
     expect(() => loadConfig({ DATABASE_MIGRATIONS: 'wait' })).toThrow(/DATABASE_MIGRATIONS.*set DATABASE_URL/);
     expect(loadConfig({}).databaseMigrations).toBe('apply');
