@@ -81,9 +81,8 @@ export class EventReader {
    * of these kinds is delivered, the timeout, or the signal. `timedOut`: the wait ended with no event.
    */
   async waitForEvents(caller: Caller, options: WaitForEvents): Promise<WaitedPage> {
-    const after = options.cursor
-      ? this.cursors.decode(options.cursor, this.log.retentionMs, this.now()).position
-      : null;
+    const given = options.cursor ? this.cursors.decode(options.cursor, this.log.retentionMs, this.now()) : null;
+    const after = given?.position ?? null;
     await options.admit?.();
     const limit = options.limit ?? 100;
     let wake: (() => void) | null = null;
@@ -99,8 +98,11 @@ export class EventReader {
     try {
       const start = after ?? this.bus.position();
       const first = await this.read(caller, start, this.bus.position(), options.kinds, limit);
+      // `since` is the caller's own position, handed back by a wait that must not hand the events out: it keeps its
+      // cursor's date. Dated now, it would pass the EVENT_RETENTION check after events past it were purged, a silent
+      // gap instead of the `expired` refusal.
       if (first.events.length > 0 || options.signal?.aborted)
-        return { ...first, timedOut: false, since: this.cursors.encode(start, this.now()) };
+        return { ...first, timedOut: false, since: this.cursors.encode(start, given?.at ?? this.now()) };
       const seconds = Math.min(MAX_WAIT_SECONDS, Math.max(0, options.timeoutSeconds));
       const signal = options.signal;
       // The timeout runs once for the whole wait: a wake that finds nothing to return waits out what is left of it.

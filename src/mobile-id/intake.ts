@@ -400,9 +400,21 @@ export class NotificationIntake {
           );
           continue;
         }
-        await this.pending.remove(row.dedupeKey);
+        // Appended, it is published whatever the pending row's removal does: the next pass finds the event a duplicate
+        // and publishes nothing, so on SQLite (no other replica reads it from the log) skipping it here would lose it
+        // for live subscribers. A row left behind is removed by that pass.
+        let removed = true;
+        try {
+          await this.pending.remove(row.dedupeKey);
+        } catch (err) {
+          removed = false;
+          this.logger.error(
+            { err, authReqId: p.authReqId },
+            'pending mobile-ID notification verified and stored, but its pending row could not be removed; published, and removed at the next pass',
+          );
+        }
         // Its exact repeat was stored meanwhile, and counted then: what was counted when this one was kept goes back.
-        if (result.status === 'duplicate' && row.scope !== null)
+        if (removed && result.status === 'duplicate' && row.scope !== null)
           this.options.storage?.release('events', row.scope, 1, row.chars);
         await result.publish();
         this.options.metrics.mobileIdVerifiedLate.inc();

@@ -53,6 +53,9 @@ export class AppActivity {
     if (this.pending.size === 0) return;
     const rows = [...this.pending].map(([app, s]) => ({ app, source: s.source, scopes: s.scopes, last_seen_at: s.at }));
     this.pending = new Map();
+    // In the order of their keys, the same on every replica: on PostgreSQL the upsert locks its rows one by one, and
+    // two replicas writing the same apps each in the order it saw them could each hold a row the other waits for.
+    rows.sort((a, b) => (a.app < b.app ? -1 : a.app > b.app ? 1 : 0));
     for (let i = 0; i < rows.length; i += 500) {
       await this.db
         .insertInto('app_activity')
