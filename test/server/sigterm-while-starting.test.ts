@@ -7,12 +7,12 @@ import { describe, expect, it } from 'vitest';
 import { freePort } from '../../scripts/embedded-postgres.js';
 import { gatewayProcesses, type GatewayProcess } from '../helpers/process.js';
 
+/**
+ * The process's end, once its output is read to the end: `close`, not `exit`, which may come before the last lines
+ * written to the pipes have been read.
+ */
 function exited(p: GatewayProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  return new Promise((resolve) => {
-    if (p.child.exitCode !== null || p.child.signalCode !== null)
-      return resolve({ code: p.child.exitCode, signal: p.child.signalCode });
-    p.child.once('exit', (code, signal) => resolve({ code, signal }));
-  });
+  return new Promise((resolve) => p.child.once('close', (code, signal) => resolve({ code, signal })));
 }
 
 describe('SIGTERM while the gateway starts', () => {
