@@ -100,12 +100,14 @@ export const identityResolvers: Resolvers = {
   Subscription: {
     identificationCompleted: {
       subscribe: (_p, { id, after }, ctx) =>
-        ctx.services.identity.identificationCompletions.watch(ctx.caller, id, resumeAfter(after, ctx)),
+        resumeAfter(after, ctx, (position) =>
+          ctx.services.identity.identificationCompletions.watch(ctx.caller, id, position),
+        ),
       resolve: (event: EventRecord) => event,
     },
     verificationCompleted: {
       subscribe: (_p, { externalId, after }, ctx) =>
-        ctx.services.identity.watch(ctx.caller, externalId, resumeAfter(after, ctx)),
+        resumeAfter(after, ctx, (position) => ctx.services.identity.watch(ctx.caller, externalId, position)),
       resolve: (event: EventRecord) => event,
     },
   },

@@ -27,7 +27,8 @@ export const provisioningResolvers: Resolvers = {
   },
   Subscription: {
     provisioningProgress: {
-      subscribe: (_p, { id, after }, ctx) => ctx.services.provisioning.watch(ctx.caller, id, resumeAfter(after, ctx)),
+      subscribe: (_p, { id, after }, ctx) =>
+        resumeAfter(after, ctx, (position) => ctx.services.provisioning.watch(ctx.caller, id, position)),
       resolve: (p: Provisioning) => p,
     },
   },
