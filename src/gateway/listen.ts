@@ -1,12 +1,13 @@
 // The HTTP server of the gateway: where it listens, what it answers while it starts, and how it drains at shutdown.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { startingHandler } from '../server/health.js';
-import { createRequestHandler, RequestArrivals } from '../server/http.js';
-import { refuseUnreadRequest } from '../server/respond.js';
+import { createRequestHandler, RequestArrivals, requestIdOf } from '../server/http.js';
+import { refuseShuttingDown, refuseUnreadRequest } from '../server/respond.js';
 import { SHUTDOWN } from './options.js';
 import type { Transports } from './transports.js';
 
@@ -18,7 +19,9 @@ export class GatewayServer {
   url = '';
   /** True from the moment the drain begins: /readyz then answers 503 on every connection, a kept-alive one too. */
   draining = false;
-  private starting: ((req: http.IncomingMessage, res: http.ServerResponse) => void) | null = null;
+  private starting: RequestListener | null = null;
+  /** What `serve` listens with: the drain takes the WebSocket upgrades from the transports (`refuseUpgrades`). */
+  private served: { request: RequestListener; upgrade: UpgradeListener } | null = null;
 
   constructor(
     private readonly port: number,
@@ -55,11 +58,12 @@ export class GatewayServer {
   /** Serves the transports (listening now when it did not while starting). */
   async serve(transports: Transports, logger: Logger, metrics: Metrics): Promise<void> {
     if (this.starting) this.server.off('request', this.starting);
-    this.server.on(
-      'request',
-      createRequestHandler({ routes: transports.routes, logger, metrics, arrivals: this.arrivals }),
-    );
-    this.server.on('upgrade', (req, socket, head) => transports.upgrade(req, socket, head));
+    this.served = {
+      request: createRequestHandler({ routes: transports.routes, logger, metrics, arrivals: this.arrivals }),
+      upgrade: (req, socket, head) => transports.upgrade(req, socket, head),
+    };
+    this.server.on('request', this.served.request);
+    this.server.on('upgrade', this.served.upgrade);
     if (!this.server.listening) await this.listen();
   }
 
@@ -70,6 +74,7 @@ export class GatewayServer {
   drain(): Promise<void> {
     const { server } = this;
     this.draining = true;
+    this.refuseUpgrades();
     if (!server.listening) return Promise.resolve();
     return new Promise<void>((resolve) => {
       server.close(() => resolve());
@@ -82,4 +87,31 @@ export class GatewayServer {
       server.closeIdleConnections();
     });
   }
+
+  /**
+   * From the drain on, a WebSocket upgrade (on a connection kept alive from before) is refused in the gateway's words,
+   * as the SSE route refuses a reservation then. The WebSocket route has closed, and ws would answer a bare 503 (no
+   * body, no request id, no Retry-After) on the socket at once, ahead of the answer the connection still owes a request
+   * sent before it. With no 'upgrade' listener, Node hands an upgrade to 'request' as any request: answered in turn.
+   */
+  private refuseUpgrades(): void {
+    const { served, server } = this;
+    if (!served) return;
+    this.served = null;
+    server.off('upgrade', served.upgrade);
+    server.off('request', served.request);
+    server.on('request', (req, res) => {
+      if (!isUpgrade(req)) return served.request(req, res);
+      req.resume();
+      refuseShuttingDown(res, { 'x-request-id': requestIdOf(req), connection: 'close' });
+    });
+  }
+}
+
+type RequestListener = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+type UpgradeListener = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void;
+
+/** A request Node would hand to 'upgrade' (its parser's test): `Connection: upgrade` and an `Upgrade` header. */
+function isUpgrade(req: http.IncomingMessage): boolean {
+  return req.headers.upgrade !== undefined && /(?:^|,)\s*upgrade\s*(?:,|$)/i.test(req.headers.connection ?? '');
 }

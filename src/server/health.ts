@@ -4,7 +4,7 @@ import { WebhookErrorCode } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/index.js';
 import { requestIdOf, requestTarget, type Route } from './http.js';
-import { sendJson, sendOAuthError } from './respond.js';
+import { sendJson, sendOAuthError, UNAVAILABLE_RETRY_AFTER_SECONDS } from './respond.js';
 
 /** How long /readyz waits for the store's answer (kubelet's probe gives up after 1 s unless told otherwise). */
 const READY_PING_MS = 2_000;
@@ -103,7 +103,7 @@ export function startingHandler(why: () => string, said: () => string = why) {
     // As the running gateway answers a store that is away: the sender (a webhook's) retries a 503.
     sendOAuthError(res, 503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, `the gateway is starting: ${said()}`, {
       ...id,
-      'retry-after': '5',
+      'retry-after': String(UNAVAILABLE_RETRY_AFTER_SECONDS),
     });
   };
 }

@@ -113,6 +113,23 @@ export function sendOAuthError(
   sendJson(res, status, { error, error_description: description }, headers);
 }
 
+/**
+ * How long a client is told to wait (Retry-After) before it sends again what the port could not take: while the gateway
+ * starts, or once the route has closed for the shutdown (the load balancer sends the retry to another replica).
+ */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * The answer to a request that a route closed for the shutdown no longer takes (a WebSocket upgrade, an SSE stream's
+ * reservation): 503 `temporarily_unavailable` with Retry-After, as the port answers while the gateway starts.
+ */
+export function refuseShuttingDown(res: ServerResponse, headers: Record<string, string> = {}): void {
+  sendOAuthError(res, 503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, 'the gateway is shutting down', {
+    ...headers,
+    'retry-after': String(UNAVAILABLE_RETRY_AFTER_SECONDS),
+  });
+}
+
 /** Node's parser refusals, as Node answers them by itself (its status), with what the gateway says of each. */
 const UNREAD: Record<string, [status: number, reason: string, description: string]> = {
   HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'the request headers are too large'],

@@ -15,7 +15,7 @@ import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { Delivery, type Holding } from './held-credentials.js';
 import type { Route, RouteContext } from './http.js';
-import { BodyEncodedError, BodyTooLargeError, jsonText, readBody, sendJson } from './respond.js';
+import { BodyEncodedError, BodyTooLargeError, jsonText, readBody, refuseShuttingDown, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
 
 export const SSE_PATH = '/graphql/stream';
@@ -641,6 +641,11 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     };
 
     if (req.method === 'PUT') {
+      // A stream reserved once the route has closed would never carry anything: the client is told to go elsewhere.
+      if (closing) {
+        refuseShuttingDown(res);
+        return;
+      }
       let held = 0;
       for (const r of reservations.values()) if (r.scope === auth.caller.scope) held += 1;
       if (held >= MAX_RESERVATIONS_PER_CALLER) {
