@@ -26,13 +26,13 @@ import {
 import { authFailureHttpError, graphqlRoute } from '../server/graphql.js';
 import { healthRoutes } from '../server/health.js';
 import { HeldCredentials } from '../server/held-credentials.js';
-import { requestTarget, type Route, type RouteContext } from '../server/http.js';
+import { requestIdOf, requestTarget, shownPath, type Route, type RouteContext } from '../server/http.js';
 import { Approvals } from '../server/mcp/approval.js';
 import { mcpRoutes } from '../server/mcp/http.js';
 import { requestStateCodec } from '../server/mcp/sdk.js';
 import { buildSurface } from '../server/mcp/surface.js';
 import { reloadRoute } from '../server/reload.js';
-import { sendOAuthError } from '../server/respond.js';
+import { refuseOnSocket, sendOAuthError } from '../server/respond.js';
 import { createSseRoute } from '../server/sse.js';
 import { tracedRoute } from '../server/tracing.js';
 import { identificationWebhookRoute } from '../server/webhooks/identification.js';
@@ -211,8 +211,11 @@ export function buildTransports(
       // Node takes its own 'error' listener off a socket it hands to 'upgrade': without one, a client's reset after
       // the answer (ECONNRESET) is an uncaught exception, which ends the process. ws adds its own on what it takes.
       socket.on('error', destroySocket);
-      if (requestTarget(req.url).path !== '/graphql') {
-        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+      const { path } = requestTarget(req.url);
+      if (path !== '/graphql') {
+        // In the words of a request to a path no route serves (src/server/http.ts).
+        const description = `no route for ${shownPath(path)}`;
+        refuseOnSocket(socket, '404 Not Found', WebhookErrorCode.NOT_FOUND, description, requestIdOf(req));
         return;
       }
       ws.handleUpgrade(req, socket, head);

@@ -72,7 +72,7 @@ export function requestTarget(url = '/'): { path: string; search: string } {
 const SHOWN_PATH_LENGTH = 200;
 
 /** A path as a refusal says it back: cut to SHOWN_PATH_LENGTH characters, with "…" where it was cut. */
-function shownPath(path: string): string {
+export function shownPath(path: string): string {
   return path.length > SHOWN_PATH_LENGTH ? `${path.slice(0, SHOWN_PATH_LENGTH)}…` : path;
 }
 

@@ -148,10 +148,24 @@ export function refuseUnreadRequest(err: Error & { code?: string }, socket: Dupl
     return;
   }
   const [status, reason, description] = UNREAD[err.code ?? ''] ?? [400, 'Bad Request', 'the request is not valid HTTP'];
-  const body = JSON.stringify({ error: WebhookErrorCode.INVALID_REQUEST, error_description: description });
+  refuseOnSocket(socket, `${status} ${reason}`, WebhookErrorCode.INVALID_REQUEST, description, randomUUID());
+}
+
+/**
+ * A refusal written on a socket no ServerResponse owns (a request Node's parser refused, an upgrade no route takes),
+ * as sendOAuthError writes one: its OAuth error body, no-store, its `X-Request-Id`, and the connection closed.
+ */
+export function refuseOnSocket(
+  socket: Duplex,
+  statusLine: string,
+  error: WebhookErrorCode,
+  description: string,
+  requestId: string,
+): void {
+  const body = JSON.stringify({ error, error_description: description });
   socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\n` +
-      `content-length: ${Buffer.byteLength(body)}\r\ncache-control: no-store\r\nx-request-id: ${randomUUID()}\r\n` +
+    `HTTP/1.1 ${statusLine}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\ncache-control: no-store\r\nx-request-id: ${requestId}\r\n` +
       `connection: close\r\n\r\n${body}`,
   );
 }

@@ -161,3 +161,23 @@ describe('a path no route serves', () => {
     expect(text).toContain('"error_description":"no route for /short"');
   });
 });
+
+describe('a WebSocket upgrade of a path no route serves', () => {
+  it('is refused 404 as any such request is: not_found naming the path (cut), its X-Request-Id, then closed', async () => {
+    const path = `/${'y'.repeat(500)}`;
+    const { status, text } = await exchange([
+      `GET ${path} HTTP/1.1`,
+      `host: ${origin.host}`,
+      'upgrade: websocket',
+      'connection: Upgrade',
+      'sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==',
+      'sec-websocket-version: 13',
+      'x-request-id: upgrade-to-nowhere-1',
+    ]);
+    expect(status, text).toBe(404);
+    const [head, body] = [text.slice(0, text.indexOf('\r\n\r\n')), text.slice(text.indexOf('\r\n\r\n') + 4)];
+    expect(head.toLowerCase()).toContain('x-request-id: upgrade-to-nowhere-1');
+    expect(head.toLowerCase()).toContain('connection: close');
+    expect(JSON.parse(body)).toEqual({ error: 'not_found', error_description: `no route for ${path.slice(0, 200)}…` });
+  });
+});
