@@ -1,7 +1,7 @@
 import type { Caller } from '../auth/caller.js';
 import { readableBy } from '../auth/tenancy.js';
 import type { EventBus } from './bus.js';
-import { purgedPast, type CursorCodec, type Position } from './cursor.js';
+import type { CursorCodec, Position } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
 import { replayPage, type ReplayWindow } from './replay.js';
 import type { CancelSignal } from './stream.js';
@@ -46,28 +46,11 @@ export interface WaitForEvents {
 }
 
 /**
- * The position a cursor names for a resume, and when it was handed out. Throws CursorError as CursorCodec.decode does
- * (`malformed`; `expired` past EVENT_RETENTION on `now`), and `expired` too when its floor lies below the retention
- * purge's watermark: an event numbered above its floor is gone, whatever the cursor's date, and a resume must never
- * skip silently. The watermark is read here, once per resume (one row, shared by every replica), never per event.
- */
-export async function resumeFrom(
-  log: EventLog,
-  cursors: CursorCodec,
-  cursor: string,
-  now: number,
-): Promise<{ position: Position; at: number }> {
-  const given = cursors.decode(cursor, log.retentionMs, now);
-  if ((await log.purgedThrough()) > given.position.floor) throw purgedPast(given.at, log.retentionMs);
-  return given;
-}
-
-/**
  * The app's own events read after a cursor, for transports that poll rather than hold a stream (MCP's
  * `wait_for_events`): transport-neutral, owner-scoped (only events of the caller's scope, never another app's nor the
  * shared ones), and resumable on any replica, since the log is shared and a cursor is a position in it
  * (src/events/cursor.ts, docs/decisions/061). A cursor this gateway did not hand out, or one older than
- * EVENT_RETENTION or before events the retention purge deleted, throws CursorError (`resumeFrom`).
+ * EVENT_RETENTION, throws CursorError.
  */
 export class EventReader {
   constructor(
@@ -89,9 +72,7 @@ export class EventReader {
     kinds: readonly string[],
     limit = 100,
   ): Promise<EventsPage> {
-    const after = cursor
-      ? (await resumeFrom(this.log, this.cursors, cursor, this.now())).position
-      : this.bus.position();
+    const after = cursor ? this.cursors.decode(cursor, this.log.retentionMs, this.now()).position : this.bus.position();
     return this.read(caller, after, this.bus.position(), kinds, limit);
   }
 
@@ -100,7 +81,7 @@ export class EventReader {
    * of these kinds is delivered, the timeout, or the signal. `timedOut`: the wait ended with no event.
    */
   async waitForEvents(caller: Caller, options: WaitForEvents): Promise<WaitedPage> {
-    const given = options.cursor ? await resumeFrom(this.log, this.cursors, options.cursor, this.now()) : null;
+    const given = options.cursor ? this.cursors.decode(options.cursor, this.log.retentionMs, this.now()) : null;
     const after = given?.position ?? null;
     await options.admit?.();
     const limit = options.limit ?? 100;

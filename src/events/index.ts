@@ -1,7 +1,7 @@
 import type { Metrics } from '../metrics.js';
 import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from './bus.js';
-import { EventReader, resumeFrom } from './cursor-read.js';
+import { EventReader } from './cursor-read.js';
 import type { CursorCodec, Position } from './cursor.js';
 import type { AppendResult, EventLog, EventRecord, NewEvent } from './log.js';
 import type { EventStreams } from './stream.js';
@@ -48,12 +48,9 @@ export class Events {
     return this.streams.cursors;
   }
 
-  /**
-   * The position a cursor names, to resume from; throws CursorError for one this gateway did not hand out, one older
-   * than the retention, or one before events the retention purge has deleted (`resumeFrom`, src/events/cursor-read.ts).
-   */
-  async position(cursor: string): Promise<Position> {
-    return (await resumeFrom(this.log, this.cursors, cursor, this.now())).position;
+  /** The position a cursor names; throws CursorError for one this gateway did not hand out or one older than the retention. */
+  position(cursor: string): Position {
+    return this.cursors.decode(cursor, this.log.retentionMs, this.now()).position;
   }
 
   /**

@@ -100,14 +100,12 @@ export const identityResolvers: Resolvers = {
   Subscription: {
     identificationCompleted: {
       subscribe: (_p, { id, after }, ctx) =>
-        resumeAfter(after, ctx, (position) =>
-          ctx.services.identity.identificationCompletions.watch(ctx.caller, id, position),
-        ),
+        ctx.services.identity.identificationCompletions.watch(ctx.caller, id, resumeAfter(after, ctx)),
       resolve: (event: EventRecord) => event,
     },
     verificationCompleted: {
       subscribe: (_p, { externalId, after }, ctx) =>
-        resumeAfter(after, ctx, (position) => ctx.services.identity.watch(ctx.caller, externalId, position)),
+        ctx.services.identity.watch(ctx.caller, externalId, resumeAfter(after, ctx)),
       resolve: (event: EventRecord) => event,
     },
   },

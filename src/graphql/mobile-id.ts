@@ -50,7 +50,7 @@ export const mobileIdResolvers: Resolvers = {
       // waiting subscription (bench scenario 5), and the mapping (which opens the sealed tokens) runs once per event
       // for all identical subscriptions, whose execution is shared (docs/decisions/030).
       subscribe: (_p, { authReqId, after }, ctx) =>
-        resumeAfter(after, ctx, (position) => ctx.services.mobileId.watch(ctx.caller, authReqId, position)),
+        ctx.services.mobileId.watch(ctx.caller, authReqId, resumeAfter(after, ctx)),
       resolve: (event: EventRecord, _a: unknown, ctx: GraphQLContext) =>
         toGraphQL(ctx.services.mobileId.authentication(event)),
     },

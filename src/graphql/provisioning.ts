@@ -27,8 +27,7 @@ export const provisioningResolvers: Resolvers = {
   },
   Subscription: {
     provisioningProgress: {
-      subscribe: (_p, { id, after }, ctx) =>
-        resumeAfter(after, ctx, (position) => ctx.services.provisioning.watch(ctx.caller, id, position)),
+      subscribe: (_p, { id, after }, ctx) => ctx.services.provisioning.watch(ctx.caller, id, resumeAfter(after, ctx)),
       resolve: (p: Provisioning) => p,
     },
   },

@@ -8,7 +8,6 @@ export interface Database {
   idempotency_records: IdempotencyRecordTable;
   resources: ResourceTable;
   events: EventTable;
-  event_purge: EventPurgeTable;
   notification_tokens: NotificationTokenTable;
   verification_callbacks: VerificationCallbackTable;
   identification_callbacks: IdentificationCallbackTable;
@@ -168,16 +167,6 @@ export interface MobileIdRejectionTable {
  * Every app name ever configured with keys or listed by an identity provider's entry (src/store/key-app-names.ts):
  * rows are never deleted.
  */
-/**
- * One row (`id` 1): the highest sequence number the retention purge has deleted, on any replica (migration 016). A
- * cursor whose position lies below it may have lost events after it, whatever its date (src/events/cursor-read.ts).
- */
-export interface EventPurgeTable {
-  id: number;
-  /** Every event numbered above it is still in the log, unless it was never written; it only grows. */
-  through_seq: number;
-}
-
 export interface KeyAppNameTable {
   app: string;
   /** When a replica first recorded it (epoch ms). */

@@ -186,7 +186,7 @@ describe('a stream resumed from a cursor (the events layer, SQLite)', () => {
     ): Promise<EventRecord[]> => {
       const cancel = new StreamCancel();
       const stream = events.streams.subscribe(
-        { kind: 'verification', scope: 'order-app', ...(after ? { after: await events.position(after) } : {}) },
+        { kind: 'verification', scope: 'order-app', ...(after ? { after: events.position(after) } : {}) },
         cancel,
       );
       const got: EventRecord[] = [];
