@@ -1,5 +1,7 @@
+import http from 'node:http';
 import { createClient } from 'graphql-ws';
 import { request } from 'undici';
+import { expect } from 'vitest';
 import WebSocket from 'ws';
 
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
@@ -244,6 +246,58 @@ export function sseEvents(onEvent: (e: SseEvent) => void): (chunk: string) => vo
       onEvent({ event, id, data: data ? JSON.parse(data) : null });
     }
   };
+}
+
+/**
+ * graphql-sse's single-connection mode on `t` with app key `key`: a stream reserved (PUT: 201 and its token), an
+ * operation of `subscription` added to it as `op1` (POST: 202), and its GET, answered once the gateway answers it.
+ */
+export function reservedSse(t: TestGateway, key: string, subscription: string) {
+  const auth = { authorization: `Bearer ${key}` };
+  const TOKEN = 'x-graphql-event-stream-token';
+  return {
+    async reserve(): Promise<string> {
+      const put = await request(`${t.url}/graphql/stream`, {
+        method: 'PUT',
+        headers: { ...auth, accept: 'text/plain' },
+      });
+      expect(put.statusCode).toBe(201);
+      return put.body.text();
+    },
+    async add(token: string): Promise<void> {
+      const res = await request(`${t.url}/graphql/stream`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json', accept: 'application/json', [TOKEN]: token },
+        body: JSON.stringify({ query: subscription, extensions: { operationId: 'op1' } }),
+      });
+      await res.body.text();
+      expect(res.statusCode).toBe(202);
+    },
+    get(token: string): Promise<http.IncomingMessage> {
+      return new Promise((resolve, reject) => {
+        const req = http.request(`${t.url}/graphql/stream`, {
+          agent: false,
+          headers: { ...auth, accept: 'text/event-stream', [TOKEN]: token },
+        });
+        req.on('response', resolve);
+        req.on('error', reject);
+        req.end();
+      });
+    },
+  };
+}
+
+/** The `n` of each `verificationCompleted` `next` event a stream receives, read as it comes (postCompletion's). */
+export function completionsOn(res: http.IncomingMessage): string[] {
+  const received: string[] = [];
+  res.setEncoding('utf8');
+  res.on(
+    'data',
+    sseEvents((e) => {
+      if (e.event === 'next') received.push(e.data.payload.data.verificationCompleted.payload.n);
+    }),
+  );
+  return received;
 }
 
 /** How many subscriptions `t` has closed as slow consumers (`gateway_subscriptions_closed_total`), undefined for none. */

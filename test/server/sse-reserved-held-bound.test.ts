@@ -8,7 +8,13 @@ import { expect, it } from 'vitest';
 
 import { scopeOfApp } from '../../src/auth/caller.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
-import { closedAsSlow, postCompletion, registerVerifications, sseEvents } from '../helpers/resumable.js';
+import {
+  closedAsSlow,
+  completionsOn,
+  postCompletion,
+  registerVerifications,
+  reservedSse,
+} from '../helpers/resumable.js';
 import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const start = gatewaysPerTest();
@@ -46,51 +52,19 @@ async function started(): Promise<Started> {
   return { t, id, url, releases };
 }
 
-async function reserve(t: TestGateway): Promise<string> {
-  const put = await request(`${t.url}/graphql/stream`, { method: 'PUT', headers: { ...AUTH, accept: 'text/plain' } });
-  expect(put.statusCode).toBe(201);
-  return put.body.text();
-}
-
-/** Adds the subscription to the reserved stream as operation `op1`: graphql-sse answers 202. */
-async function addSubscription(t: TestGateway, token: string): Promise<void> {
-  const res = await request(`${t.url}/graphql/stream`, {
-    method: 'POST',
-    headers: { ...AUTH, 'content-type': 'application/json', accept: 'application/json', [TOKEN]: token },
-    body: JSON.stringify({ query: SUBSCRIPTION, extensions: { operationId: 'op1' } }),
-  });
-  await res.body.text();
-  expect(res.statusCode).toBe(202);
-}
-
 /** Connects the reserved stream (GET): the `n` of each `next` event it receives, read as it comes. */
 async function connect(t: TestGateway, token: string): Promise<{ received: string[]; res: http.IncomingMessage }> {
-  const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
-    const req = http.request(`${t.url}/graphql/stream`, {
-      agent: false,
-      headers: { ...AUTH, accept: 'text/event-stream', [TOKEN]: token },
-    });
-    req.on('response', resolve);
-    req.on('error', reject);
-    req.end();
-  });
+  const res = await reservedSse(t, KEY, SUBSCRIPTION).get(token);
   expect(res.statusCode).toBe(200);
-  const received: string[] = [];
-  res.setEncoding('utf8');
-  res.on(
-    'data',
-    sseEvents((e) => {
-      if (e.event === 'next') received.push(e.data.payload.data.verificationCompleted.payload.n);
-    }),
-  );
-  return { received, res };
+  return { received: completionsOn(res), res };
 }
 
 it('a reserved stream not connected is released once the results it holds pass SUBSCRIBER_BUFFER_BYTES, logged and counted', async () => {
   const { t, id, url } = await started();
   const live = () => t.gateway.services.liveSubscriptions.of(scopeOfApp('alpha'));
-  const token = await reserve(t);
-  await addSubscription(t, token);
+  const sse = reservedSse(t, KEY, SUBSCRIPTION);
+  const token = await sse.reserve();
+  await sse.add(token);
   await waitForSubscribers(t, 'verification');
   expect(live()).toBe(1);
 
@@ -116,8 +90,9 @@ it('a reserved stream not connected is released once the results it holds pass S
 
 it('a reserved stream gets what it held under the bound when it connects, and once connected is bounded only by what its client leaves unread', async () => {
   const { t, id, url } = await started();
-  const token = await reserve(t);
-  await addSubscription(t, token);
+  const sse = reservedSse(t, KEY, SUBSCRIPTION);
+  const token = await sse.reserve();
+  await sse.add(token);
   await waitForSubscribers(t, 'verification');
 
   // Two events held (under the bound), then the stream connects and gets them.

@@ -3,20 +3,22 @@
 // drop the stream's operations and leave the GET open with nothing on it, the client waiting for events that never
 // come. The GET is held there by the testing hook, and the minute's end is run while it waits: the release is put off
 // until the GET is answered, and then not made, since the GET connected the stream.
-import http from 'node:http';
-import { request } from 'undici';
 import { expect, it } from 'vitest';
 
 import { scopeOfApp } from '../../src/auth/caller.js';
 import { gatewaysPerTest } from '../helpers/gateway.js';
-import { closedAsSlow, postCompletion, registerVerifications, sseEvents } from '../helpers/resumable.js';
+import {
+  closedAsSlow,
+  completionsOn,
+  postCompletion,
+  registerVerifications,
+  reservedSse,
+} from '../helpers/resumable.js';
 import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const start = gatewaysPerTest();
 
 const KEY = 'key-a';
-const AUTH = { authorization: `Bearer ${KEY}` };
-const TOKEN = 'x-graphql-event-stream-token';
 const SUBSCRIPTION = 'subscription { verificationCompleted { payload } }';
 const ENV = { GATEWAY_API_KEYS: `alpha:${KEY}`, SANDBOX_CALLBACK_DELAY_MS: '600000', RATE_LIMIT_READS: 'off' };
 
@@ -40,29 +42,14 @@ it('a release that comes while its GET is being connected is put off, and the co
   ];
   const live = () => t.gateway.services.liveSubscriptions.of(scopeOfApp('alpha'));
 
-  const put = await request(`${t.url}/graphql/stream`, { method: 'PUT', headers: { ...AUTH, accept: 'text/plain' } });
-  expect(put.statusCode).toBe(201);
-  const token = await put.body.text();
-  const added = await request(`${t.url}/graphql/stream`, {
-    method: 'POST',
-    headers: { ...AUTH, 'content-type': 'application/json', accept: 'application/json', [TOKEN]: token },
-    body: JSON.stringify({ query: SUBSCRIPTION, extensions: { operationId: 'op1' } }),
-  });
-  await added.body.text();
-  expect(added.statusCode).toBe(202);
+  const sse = reservedSse(t, KEY, SUBSCRIPTION);
+  const token = await sse.reserve();
+  await sse.add(token);
   await waitForSubscribers(t, 'verification');
   expect(live()).toBe(1);
 
   // The GET, held once graphql-sse has accepted it; its reservation's minute ends there.
-  const response = new Promise<http.IncomingMessage>((resolve, reject) => {
-    const req = http.request(`${t.url}/graphql/stream`, {
-      agent: false,
-      headers: { ...AUTH, accept: 'text/event-stream', [TOKEN]: token },
-    });
-    req.on('response', resolve);
-    req.on('error', reject);
-    req.end();
-  });
+  const response = sse.get(token);
   await atAcceptance;
   expect(releases).toHaveLength(1);
   await releases[0]!();
@@ -70,14 +57,7 @@ it('a release that comes while its GET is being connected is put off, and the co
 
   const res = await response;
   expect(res.statusCode).toBe(200);
-  const received: string[] = [];
-  res.setEncoding('utf8');
-  res.on(
-    'data',
-    sseEvents((e) => {
-      if (e.event === 'next') received.push(e.data.payload.data.verificationCompleted.payload.n);
-    }),
-  );
+  const received = completionsOn(res);
   try {
     await postCompletion(url, id, 'after-connect');
     await waitFor(() => received.length === 1, 20_000, 'the event on the stream connected while its release was due');
