@@ -6,22 +6,7 @@ import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-
-/** A body read to its end: 'ended' when the server ended it, or what cut it. */
-function readToEnd(body: AsyncIterable<Uint8Array>, seen: (text: string) => void = () => undefined): Promise<string> {
-  return (async () => {
-    let text = '';
-    try {
-      for await (const chunk of body) {
-        text += Buffer.from(chunk).toString('utf8');
-        seen(text);
-      }
-      return 'ended';
-    } catch (err) {
-      return `cut: ${(err as Error).message}`;
-    }
-  })();
-}
+import { readToEnd } from '../helpers/raw-http.js';
 
 /** What came back on a raw connection: each answer's status line, headers (names lower-cased) and body. */
 function answersOf(received: string) {

@@ -11,6 +11,7 @@ import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } f
 import { tempDataDir } from '../helpers/gateway.js';
 import { mcpClient } from '../helpers/mcp.js';
 import { gatewayProcesses, type GatewayProcess } from '../helpers/process.js';
+import { readToEnd } from '../helpers/raw-http.js';
 import { waitFor } from '../helpers/wait.js';
 
 const KEY = 'shutdown-app-key';
@@ -38,22 +39,6 @@ async function graphql(url: string, query: string, variables: Record<string, unk
     body: JSON.stringify({ query, variables }),
   });
   return res.body.json();
-}
-
-/** A body read to its end: resolves 'ended' when the server ended it, or the error that cut it. */
-function readToEnd(body: AsyncIterable<Uint8Array>, seen: (text: string) => void): Promise<string> {
-  return (async () => {
-    let text = '';
-    try {
-      for await (const chunk of body) {
-        text += Buffer.from(chunk).toString('utf8');
-        seen(text);
-      }
-      return 'ended';
-    } catch (err) {
-      return `cut: ${(err as Error).message}`;
-    }
-  })();
 }
 
 describe('SIGTERM closes every stream the gateway holds', () => {

@@ -40,3 +40,25 @@ export function rawGraphQL(
     req.end(body);
   });
 }
+
+/**
+ * A body read to its end: resolves 'ended' when the server ended it, or `cut: <message>` when something cut it;
+ * `seen` is told the text received so far after each chunk.
+ */
+export function readToEnd(
+  body: AsyncIterable<Uint8Array>,
+  seen: (text: string) => void = () => undefined,
+): Promise<string> {
+  return (async () => {
+    let text = '';
+    try {
+      for await (const chunk of body) {
+        text += Buffer.from(chunk).toString('utf8');
+        seen(text);
+      }
+      return 'ended';
+    } catch (err) {
+      return `cut: ${(err as Error).message}`;
+    }
+  })();
+}
