@@ -1,10 +1,11 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 
 import { sha256 } from '../auth/caller.js';
 import { callbackDedupeKey, type EventRecord, type NewEvent } from '../events/index.js';
 import { canonicalJson } from '../fingerprint.js';
 import type { AppStorage } from '../store/app-storage.js';
 import { callInFlight } from '../store/idempotency.js';
+import type { Dialect } from '../store/migrations.js';
 import type { Database } from '../store/schema.js';
 
 /** The `meta` mark of a callback event whose payload is `SealedCallback` (events stored before it hold the body in clear). */
@@ -117,6 +118,13 @@ export interface CallbackBinding {
   tokenHash: string;
 }
 
+/**
+ * The first key of the advisory lock a claim takes on PostgreSQL (the second is the hash of the app): a namespace of
+ * its own, apart from the event log's append locks and the single-bigint ones (kysely's migration lock). Two apps
+ * whose names have one hash only wait for each other's claims.
+ */
+const CLAIM_LOCK_CLASS = 0x7663626b; // "vcbk"
+
 function hashOf(token: string): string {
   return sha256(token).toString('hex');
 }
@@ -128,6 +136,7 @@ function hashOf(token: string): string {
 export class VerificationCallbacks {
   constructor(
     private readonly db: Kysely<Database>,
+    private readonly dialect: Dialect,
     private readonly secret: { digest(text: string): string },
     /** The gateway's clock (GatewayTesting.clock), on which the idempotency records write their leases. */
     private readonly now: () => number = () => Date.now(),
@@ -177,24 +186,39 @@ export class VerificationCallbacks {
    * verification only, and never on one another address of its app was issued for. Another app's tokens are not
    * consulted (their ids are never this app's events, and the answer must not tell what another app holds). True when
    * the token is now bound to `externalId` (also when a concurrent callback or the registration's answer bound it so).
+   *
+   * SQLite runs one write at a time, so the update's check and its write are one step. PostgreSQL (READ COMMITTED)
+   * reads the other tokens as of the update's start: two claims of one app for one id on two tokens, each not seeing
+   * the other's uncommitted write, would both bind. There the claims of an app take a lock of the app, for the rest of
+   * their transaction, before the update: its check then reads what an earlier claim committed. The lock is a statement
+   * of its own, because a statement reads as of its own start, which would precede the wait for the lock.
    */
   async claim(binding: CallbackBinding, externalId: string): Promise<boolean> {
-    await this.db
-      .updateTable('verification_callbacks')
-      .set({ external_id: externalId })
-      .where('token_hash', '=', binding.tokenHash)
-      .where('external_id', 'is', null)
-      .where(({ not, exists, selectFrom }) =>
-        not(
-          exists(
-            selectFrom('verification_callbacks as other')
-              .select('other.token_hash')
-              .where('other.created_by', '=', binding.createdBy)
-              .where('other.external_id', '=', externalId),
+    const bind = (db: Kysely<Database>) =>
+      db
+        .updateTable('verification_callbacks')
+        .set({ external_id: externalId })
+        .where('token_hash', '=', binding.tokenHash)
+        .where('external_id', 'is', null)
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('verification_callbacks as other')
+                .select('other.token_hash')
+                .where('other.created_by', '=', binding.createdBy)
+                .where('other.external_id', '=', externalId),
+            ),
           ),
-        ),
-      )
-      .execute();
+        )
+        .execute();
+    if (this.dialect === 'postgres')
+      await this.db.transaction().execute(async (trx) => {
+        await sql`select pg_advisory_xact_lock(${sql.lit(CLAIM_LOCK_CLASS)}, hashtext(${binding.createdBy}))`.execute(
+          trx,
+        );
+        await bind(trx);
+      });
+    else await bind(this.db);
     const row = await this.db
       .selectFrom('verification_callbacks')
       .select('external_id')

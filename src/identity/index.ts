@@ -77,7 +77,7 @@ export function createIdentityService(
     ),
     ledger: deps.ledger,
     idempotency: deps.idempotency,
-    callbacks: new VerificationCallbacks(deps.store.db, deps.secret, deps.now),
+    callbacks: new VerificationCallbacks(deps.store.db, deps.store.dialect, deps.secret, deps.now),
     identificationCompletions: new IdentificationCompletions({
       callbacks: new IdentificationCallbacks(
         deps.store.db,
