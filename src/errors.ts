@@ -13,8 +13,9 @@ export enum ErrorCode {
   UPSTREAM_OUTCOME_UNKNOWN = 'UPSTREAM_OUTCOME_UNKNOWN',
   UPSTREAM_REJECTED = 'UPSTREAM_REJECTED',
   /**
-   * The upstream answered 2xx (it created the resource) but the gateway cannot read what it needs from the answer
-   * (the created id): the answer is kept with the idempotency key, and a retry with the same key replays it.
+   * The upstream answered 2xx but the gateway cannot read what it needs from the answer. A creation's (the created
+   * id): the answer is kept with the idempotency key, and a retry with the same key replays it. A read's (the list of
+   * verification results): each entry asked for carries the error.
    */
   UPSTREAM_ANSWER_INCOMPLETE = 'UPSTREAM_ANSWER_INCOMPLETE',
   UPSTREAM_UNAUTHENTICATED = 'UPSTREAM_UNAUTHENTICATED',
@@ -285,6 +286,22 @@ export class UpstreamAnswerIncompleteError extends GatewayError {
   /** The same error, carrying the caller's key and the upstream key the resource was created with. */
   withKeys(idempotencyKey: string, upstreamIdempotencyKey: string): UpstreamAnswerIncompleteError {
     return new UpstreamAnswerIncompleteError(this.incomplete, { idempotencyKey, upstreamIdempotencyKey });
+  }
+}
+
+/**
+ * A read answered 2xx in a shape the gateway cannot read (the verification results' list, found neither by the guesses
+ * nor at the configured path): what the upstream knows of the ids asked is not known, so each entry carries this
+ * rather than a null that would claim the upstream knows none. The operator is told the variable in the log; the app
+ * only that the answer could not be read.
+ */
+export class UpstreamAnswerUnreadableError extends GatewayError {
+  constructor(upstream: string, status: number) {
+    super(
+      ErrorCode.UPSTREAM_ANSWER_INCOMPLETE,
+      `${upstream} answered ${status}, but its answer could not be read: this result is not known`,
+      { upstream, status },
+    );
   }
 }
 

@@ -664,7 +664,7 @@ const VARS = {
   ),
   VERIFICATION_RESULTS_PATH: declare(
     jsonPath,
-    'JSON path of the list of results (or the object keyed by id) in the answer of POST /api/v2/verifications/results (not shown), e.g. payload.entries. Set, it replaces the guesses.',
+    'JSON path of the list of results (or the object keyed by id) in the answer of POST /api/v2/verifications/results (not shown), e.g. payload.entries. Set, it replaces the guesses. An answer with no list there (nor under the guesses) makes each id asked UPSTREAM_ANSWER_INCOMPLETE, and logs a warning naming this variable.',
     '(unset: a bare list, or guesses results, items, data, verifications)',
   ),
   VERIFICATION_CALLBACK_URL_PATH: declare(

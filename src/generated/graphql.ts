@@ -2079,7 +2079,9 @@ export type Query = {
   provisioning: Maybe<Provisioning>;
   /**
    * Results of verifications, in the order of `externalIds`; a null entry for an id the verification interface does not know,
-   * and for one not registered through this gateway with the caller's API key (that id is not sent upstream).
+   * and for one not registered through this gateway with the caller's API key (that id is not sent upstream). An answer
+   * the gateway cannot read (no list of results where it looks) makes each entry asked null with an
+   * `UPSTREAM_ANSWER_INCOMPLETE` error at its path.
    * Every lookup of one operation (this field under several aliases, and `Verification.result`) is sent upstream as ONE
    * `POST /api/v2/verifications/results`, split only above `VERIFICATION_RESULTS_BATCH_SIZE` ids.
    */

@@ -90,6 +90,7 @@ export const identityResolvers: Resolvers = {
     },
     registerVerification: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.registerVerification(ctx.caller, input, idempotencyKey, ctx);
+      for (const w of out.warnings ?? []) ctx.warn({ ...w, path: ['registerVerification', 'verification'] });
       return creationPayload('verification', out);
     },
     checkRfm: async (_p, { input, idempotencyKey }, ctx) => {

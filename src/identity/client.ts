@@ -4,6 +4,7 @@ import type { RequestLog } from '../logger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
 import { masked } from '../upstream/masked.js';
 import {
+  describeIdentityShapes,
   identificationAnswerSecrets,
   parseIdentificationResponse,
   parseRegistration,
@@ -155,7 +156,10 @@ export class VerificationClient {
     private readonly http: UpstreamHttp,
     private readonly token: string | undefined,
     private readonly rfm: { http: UpstreamHttp; token: string | undefined },
-    private readonly paths: Pick<ShapePaths, 'verificationExternalId' | 'verificationResults'>,
+    private readonly paths: Pick<
+      ShapePaths,
+      'verificationExternalId' | 'verificationResults' | 'verificationCallbackUrl'
+    >,
   ) {}
 
   /** `value` with this client's bearer token masked wherever a text quotes it (an answer kept, which an echo may hold). */
@@ -191,12 +195,21 @@ export class VerificationClient {
     };
   }
 
-  /** One POST for all the ids; the caller splits batches. Ids the upstream does not answer are absent. */
-  async results(externalIds: readonly string[], log?: RequestLog): Promise<Map<string, VerificationResultItem>> {
+  /**
+   * One POST for all the ids; the caller splits batches. Ids the upstream does not answer are absent from `byId`;
+   * `byId` is null when the answer holds no list the gateway can read (wire.ts parseResults), which is logged once for
+   * the operator, naming where the gateway looked and the variable to set, never the answer (it may hold personal
+   * data).
+   */
+  async results(
+    externalIds: readonly string[],
+    log: RequestLog,
+  ): Promise<{ status: number; byId: Map<string, VerificationResultItem> | null }> {
+    const route = `POST ${PATHS.results}`;
     const res = await this.http.request({
       method: 'POST',
       path: PATHS.results,
-      route: `POST ${PATHS.results}`,
+      route,
       headers: { 'content-type': 'application/json', ...bearer(this.token) },
       body: resultsRequest(externalIds),
       rejectCode: identityRejectCode,
@@ -204,7 +217,24 @@ export class VerificationClient {
       readOnly: true,
       log,
     });
-    return parseResults(res.body, this.paths.verificationResults);
+    const byId = parseResults(res.body, this.paths.verificationResults);
+    if (byId === null) {
+      const body = res.body;
+      log.logger.warn(
+        {
+          upstream: this.http.name,
+          route,
+          status: res.status,
+          ids: externalIds.length,
+          // The kind of JSON value only: its members may name applicants.
+          answerType: body === null ? 'null or empty' : Array.isArray(body) ? 'array' : typeof body,
+          lookedFor: describeIdentityShapes(this.paths).results,
+          variable: 'VERIFICATION_RESULTS_PATH',
+        },
+        'verification results answer holds no list the gateway can read; each id asked is answered UPSTREAM_ANSWER_INCOMPLETE: set VERIFICATION_RESULTS_PATH to the JSON path of the list',
+      );
+    }
+    return { status: res.status, byId };
   }
 
   async checkRfm(body: unknown, idempotencyKey: string, log?: RequestLog): Promise<unknown> {

@@ -9,6 +9,7 @@ import {
   keptAnswerText,
   LINE_CONTROL,
   UpstreamAnswerIncompleteError,
+  UpstreamAnswerUnreadableError,
   UpstreamRejectedError,
   WarningCode,
   type GatewayWarning,
@@ -113,6 +114,11 @@ export interface VerificationSpec {
   callback: boolean;
   status: string | null;
   jobResults: unknown;
+  /**
+   * True when the verification was recorded from a 409 answering the repeat of a send whose answer was lost: the
+   * upstream said it is registered, and what its lost answer held (status, jobResults) is not known. Absent otherwise.
+   */
+  answerLost?: true;
 }
 
 /** The warning of an identification whose 202 answer lacked `idShort` or a valid `url`, if any. */
@@ -126,6 +132,24 @@ export function identificationWarnings(record: LedgerRecord, link: Pick<Identifi
       upstream: 'identification',
       id: record.id,
       missing,
+    },
+  ];
+}
+
+/**
+ * The warning of a verification recorded from a 409 (VerificationSpec.answerLost), if it is one: its null status is
+ * not the upstream's answer, and the app could not tell it from one without this. Derived from the record, so a replay
+ * of the key carries it too.
+ */
+export function verificationWarnings(record: LedgerRecord): GatewayWarning[] {
+  if ((record.spec as unknown as VerificationSpec).answerLost !== true) return [];
+  return [
+    {
+      code: WarningCode.UPSTREAM_ANSWER_INCOMPLETE,
+      message: `the verification interface reported verification ${record.id} as already registered (answering a repeat of a registration whose answer was lost), so its status is not known: status, jobResults and raw are null until its results or a callback tell it`,
+      upstream: 'verification',
+      id: record.id,
+      missing: ['status', 'jobResults', 'raw'],
     },
   ];
 }
@@ -431,6 +455,7 @@ export class IdentityService {
       registered: wire.Registration & { response: unknown },
       token: string | null,
       idempotencyKey: string,
+      answerLost = false,
     ): Promise<LedgerRecord> => {
       if (token !== null && externalId === null) await this.o.callbacks.bind(token, id);
       const spec: VerificationSpec = {
@@ -440,6 +465,7 @@ export class IdentityService {
         status: registered.status,
         // Kept as Verification.jobResults: without the applicant data an answer may echo there, as the answer is.
         jobResults: wire.scrubRegistration(registered.jobResults),
+        ...(answerLost ? { answerLost: true as const } : {}),
       };
       // Written by `storeWith`, in the commit that completes the key.
       return {
@@ -505,6 +531,7 @@ export class IdentityService {
               { externalId: sentId, status: null, jobResults: null, response: null },
               token,
               idempotencyKey,
+              true,
             );
           }
           if (issued?.fresh) await this.o.callbacks.revoke(issued.token);
@@ -566,7 +593,7 @@ export class IdentityService {
       fromStored: this.fromStored,
       log,
     });
-    return out;
+    return { ...out, warnings: verificationWarnings(out.result) };
   }
 
   /** Where registration answers and requests carry what the spec does not show, for errors and the start-up line. */
@@ -615,18 +642,22 @@ export class IdentityService {
    * The batch function of the per-request results loader: one upstream call for the ids given (the loader
    * splits above the batch size), each id mapped back to its result, null where the upstream has none.
    * Only verifications this caller registered are asked for (src/auth/tenancy.ts): any other id, another key's
-   * or one never registered here, is null without reaching the upstream. `log`: the request the loader serves.
+   * or one never registered here, is null without reaching the upstream. An answer holding no list the gateway can
+   * read makes each id asked an UPSTREAM_ANSWER_INCOMPLETE error (DataLoader rejects the load of a key whose entry is
+   * an Error), not a null claiming the upstream knows none. `log`: the request the loader serves.
    */
   async results(
     caller: Caller,
     asked: readonly string[],
-    log?: RequestLog,
-  ): Promise<(wire.VerificationResultItem | null)[]> {
+    log: RequestLog,
+  ): Promise<(wire.VerificationResultItem | UpstreamAnswerUnreadableError | null)[]> {
     const externalIds = asked.map(externalIdKey);
     const records = await this.verificationsOf(caller, externalIds);
     const upstreamIds = [...new Set(records.flatMap((r) => (r === null ? [] : [r.id])))];
     if (upstreamIds.length === 0) return externalIds.map(() => null);
-    const byId = await this.o.verification.results(upstreamIds, log);
+    const { status, byId } = await this.o.verification.results(upstreamIds, log);
+    if (byId === null)
+      return records.map((r) => (r === null ? null : new UpstreamAnswerUnreadableError('verification', status)));
     // A result naming a UUID in capitals is filed under the lowercase id it stands for too, unless one is named so.
     for (const [id, item] of [...byId]) {
       const lowercase = uuidInLowercase(id);

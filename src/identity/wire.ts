@@ -393,10 +393,17 @@ export interface VerificationResultItem {
 }
 
 /**
- * Results by external id. Accepts a list (bare, under one of RESULT_LIST_FIELDS, or at VERIFICATION_RESULTS_PATH) of items that each
- * carry their id, or an object keyed by id (the key is the id). Items without an id are skipped.
+ * Results by external id. Accepts a list (bare, under the first of RESULT_LIST_FIELDS that holds one, or at
+ * VERIFICATION_RESULTS_PATH) of items that each carry their id, or an object keyed by id (the key is the id). Items
+ * without an id are skipped. Null when the answer holds no list where the gateway looks: then it cannot tell which ids
+ * the upstream knows, and must not answer as if it knew none. An answer with nothing in it (`{}`, `null`, an empty
+ * body) is such an answer too: the gateway only asks about verifications it registered there, so an answer that
+ * names none of them without a list that says so is more likely one in a shape it does not read than a "none".
  */
-export function parseResults(body: unknown, listPath: JsonPath | null = null): Map<string, VerificationResultItem> {
+export function parseResults(
+  body: unknown,
+  listPath: JsonPath | null = null,
+): Map<string, VerificationResultItem> | null {
   const out = new Map<string, VerificationResultItem>();
   const add = (item: unknown, idFromKey?: string) => {
     // Keyed by id, the key names the verification: an item's own `id` (a job's, a check's under `data`) does not.
@@ -404,18 +411,20 @@ export function parseResults(body: unknown, listPath: JsonPath | null = null): M
     if (!id || out.has(id)) return;
     out.set(id, { externalId: id, status: statusOf(item), data: item });
   };
+  const isList = (value: unknown) => Array.isArray(value) || isObject(value);
   let list: unknown = body;
   // VERIFICATION_RESULTS_PATH replaces the guesses of where the list is.
   if (listPath) list = readJsonPath(body, listPath);
   else if (isObject(body)) {
-    const field = RESULT_LIST_FIELDS.find((f) => body[f] !== undefined);
+    // A guessed name holding anything but a list (`null`, a text) is skipped, as the created id's guesses are.
+    const field = RESULT_LIST_FIELDS.find((f) => isList(body[f]));
     list = field ? body[field] : undefined;
   }
   if (Array.isArray(list)) {
     for (const item of list) add(item);
   } else if (isObject(list)) {
     for (const [key, item] of Object.entries(list)) add(item, key);
-  }
+  } else return null;
   return out;
 }
 

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { VERIFICATIONS_PATH } from '../../src/sandbox/verification.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTestGateway, type GraphQLResponse, type TestGateway } from '../helpers/gateway.js';
 
 const REGISTER = `mutation($input: RegisterVerificationInput!, $key: UUID) {
   registerVerification(input: $input, idempotencyKey: $key) {
@@ -60,6 +60,40 @@ describe('a retried registration whose outcome was unknown, answered 409', () =>
     const third = await t.graphql(REGISTER, { input, key });
     expect(third.data!.registerVerification).toMatchObject({ replayed: true, verification: { id: sentId } });
     expect(registrations()).toHaveLength(2);
+  });
+
+  it('says so in extensions.warnings, on the answer and on its replay; a registration answered as usual does not', async () => {
+    const externalId = `warned-${randomUUID()}`;
+    const input = { workflowId: 'wf-kyc', applicant: { lastName: 'Warned' }, externalId };
+    const key = randomUUID();
+    sandbox().faults.enqueueFor(VERIFICATIONS_PATH, 'reset-after');
+    expect((await t.graphql(REGISTER, { input, key })).errors?.[0]?.extensions?.code).toBe('UPSTREAM_OUTCOME_UNKNOWN');
+    const sentId = (registrations().at(-1)!.body as { verificationExternalId: string }).verificationExternalId;
+
+    sandbox().faults.enqueueFor(VERIFICATIONS_PATH, exists(sentId));
+    const warning = {
+      code: 'UPSTREAM_ANSWER_INCOMPLETE',
+      message: expect.stringMatching(/already registered.*status is not known/),
+      path: ['registerVerification', 'verification'],
+      upstream: 'verification',
+      id: sentId,
+      missing: ['status', 'jobResults', 'raw'],
+    };
+    const again = (await t.graphql(REGISTER, { input, key })) as GraphQLResponse & { extensions?: any };
+    expect(again.errors).toBeUndefined();
+    expect(again.extensions?.warnings).toEqual([warning]);
+    const replay = (await t.graphql(REGISTER, { input, key })) as GraphQLResponse & { extensions?: any };
+    expect(replay.data!.registerVerification.replayed).toBe(true);
+    expect(replay.extensions?.warnings).toEqual([warning]);
+
+    // A registration whose answer lacks a status is not one whose status is unknown for this reason.
+    sandbox().faults.enqueueFor(VERIFICATIONS_PATH, { alter: (b) => ({ ...(b as object), jobResults: null }) });
+    const plain = (await t.graphql(REGISTER, {
+      input: { ...input, externalId: `plain-${randomUUID()}` },
+      key: randomUUID(),
+    })) as GraphQLResponse & { extensions?: any };
+    expect(plain.errors).toBeUndefined();
+    expect(plain.extensions?.warnings).toBeUndefined();
   });
 
   it('a 409 on a first send is CONFLICT, as before, and records nothing', async () => {

@@ -69,18 +69,26 @@ describe('verification wire names', () => {
         { externalId: 'b', state: 'IN_PROGRESS' },
         { nothing: true },
       ],
-    });
+    })!;
     expect([...fromList.keys()]).toEqual(['a', 'b']);
     expect(fromList.get('b')).toEqual({
       externalId: 'b',
       status: 'IN_PROGRESS',
       data: { externalId: 'b', state: 'IN_PROGRESS' },
     });
-    expect([...parseResults([{ id: 'c' }]).keys()]).toEqual(['c']);
-    expect([...parseResults({ items: [{ id: 'd' }] }).keys()]).toEqual(['d']);
-    const keyed = parseResults({ results: { e: { status: 'COMPLETED' } } });
+    expect([...parseResults([{ id: 'c' }])!.keys()]).toEqual(['c']);
+    expect([...parseResults({ items: [{ id: 'd' }] })!.keys()]).toEqual(['d']);
+    const keyed = parseResults({ results: { e: { status: 'COMPLETED' } } })!;
     expect(keyed.get('e')).toEqual({ externalId: 'e', status: 'COMPLETED', data: { status: 'COMPLETED' } });
-    expect(parseResults('unexpected').size).toBe(0);
+    // No list where the gateway looks: not "none of them", but an answer it cannot read (null).
+    expect(parseResults('unexpected')).toBeNull();
+    for (const unreadable of [{}, null, 7, { records: [] }, { results: null }, { results: 'x' }])
+      expect(parseResults(unreadable)).toBeNull();
+    // A list found, empty or without the ids, is an answer: none of them.
+    for (const empty of [[], { results: [] }, { items: {} }, { results: [{ nothing: true }] }])
+      expect(parseResults(empty)).toEqual(new Map());
+    // A guessed name holding no list is skipped for the next.
+    expect([...parseResults({ results: null, items: [{ id: 'f' }] })!.keys()]).toEqual(['f']);
   });
 
   it('reads a status from status, state or verificationStatus', () => {
