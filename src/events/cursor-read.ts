@@ -1,7 +1,7 @@
 import type { Caller } from '../auth/caller.js';
 import { readableBy } from '../auth/tenancy.js';
 import type { EventBus } from './bus.js';
-import type { CursorCodec, Position } from './cursor.js';
+import { CursorError, type CursorCodec, type Position } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
 import { replayPage, type ReplayWindow } from './replay.js';
 import type { CancelSignal } from './stream.js';
@@ -40,9 +40,10 @@ export interface WaitForEvents {
   limit?: number;
   /**
    * Admits the call (spends its rate-limit point) once its cursor is taken, before anything is read or waited: a
-   * cursor this gateway cannot take is bad input, and bad input spends nothing.
+   * cursor this gateway cannot take is bad input, and bad input spends nothing. Resolves to what gives the point back
+   * when the first read refuses the cursor after all (one before events the retention purge deleted).
    */
-  admit?: () => Promise<void>;
+  admit?: () => Promise<(() => Promise<void>) | void>;
 }
 
 /**
@@ -50,7 +51,8 @@ export interface WaitForEvents {
  * `wait_for_events`): transport-neutral, owner-scoped (only events of the caller's scope, never another app's nor the
  * shared ones), and resumable on any replica, since the log is shared and a cursor is a position in it
  * (src/events/cursor.ts, docs/decisions/061). A cursor this gateway did not hand out, or one older than
- * EVENT_RETENTION, throws CursorError.
+ * EVENT_RETENTION, throws CursorError; so does one before events the retention purge deleted, found by the first read
+ * (src/events/replay.ts), after `admit`.
  */
 export class EventReader {
   constructor(
@@ -72,8 +74,9 @@ export class EventReader {
     kinds: readonly string[],
     limit = 100,
   ): Promise<EventsPage> {
-    const after = cursor ? this.cursors.decode(cursor, this.log.retentionMs, this.now()).position : this.bus.position();
-    return this.read(caller, after, this.bus.position(), kinds, limit);
+    if (!cursor) return this.read(caller, this.bus.position(), this.bus.position(), kinds, limit);
+    const given = this.cursors.decode(cursor, this.log.retentionMs, this.now());
+    return this.read(caller, given.position, this.bus.position(), kinds, limit, given.at);
   }
 
   /**
@@ -83,7 +86,7 @@ export class EventReader {
   async waitForEvents(caller: Caller, options: WaitForEvents): Promise<WaitedPage> {
     const given = options.cursor ? this.cursors.decode(options.cursor, this.log.retentionMs, this.now()) : null;
     const after = given?.position ?? null;
-    await options.admit?.();
+    const refund = await options.admit?.();
     const limit = options.limit ?? 100;
     let wake: (() => void) | null = null;
     let woken = false;
@@ -97,7 +100,13 @@ export class EventReader {
     const unsubscribe = [...new Set(options.kinds)].map((kind) => this.bus.subscribe(kind, null, listener));
     try {
       const start = after ?? this.bus.position();
-      const first = await this.read(caller, start, this.bus.position(), options.kinds, limit);
+      // The first read checks a given cursor against the purge too (`given.at`); refused there, it spends nothing.
+      const first = await this.read(caller, start, this.bus.position(), options.kinds, limit, given?.at).catch(
+        async (err: unknown) => {
+          if (err instanceof CursorError && refund) await refund();
+          throw err;
+        },
+      );
       // `since` is the caller's own position, handed back by a wait that must not hand the events out: it keeps its
       // cursor's date. Dated now, it would pass the EVENT_RETENTION check after events past it were purged, a silent
       // gap instead of the `expired` refusal.
@@ -164,16 +173,20 @@ export class EventReader {
     return caller.expiresAt !== undefined && this.now() >= caller.expiresAt;
   }
 
-  /** The caller's events in `until` and outside `after`, oldest first, at most `limit`, and the cursor after them. */
+  /**
+   * The caller's events in `until` and outside `after`, oldest first, at most `limit`, and the cursor after them. With
+   * `cursorAt` (`after` is a client's cursor, handed out then), refused as one before purged events where it is one.
+   */
   private async read(
     caller: Caller,
     after: Position,
     until: Position,
     kinds: readonly string[],
     limit: number,
+    cursorAt?: number,
   ): Promise<EventsPage> {
     const most = Math.min(MAX_LIMIT, Math.max(1, Math.floor(limit)));
-    const window: ReplayWindow = { after, until, from: after.floor };
+    const window: ReplayWindow = { after, until, from: after.floor, cursorAt };
     const events = await replayPage(this.log, this.cursors, window, kinds, { scope: caller.scope }, most);
     const last = events[events.length - 1];
     if (events.length === most && last) return { events, cursor: last.cursor! };

@@ -249,6 +249,18 @@ export class CursorCodec {
   }
 }
 
+/**
+ * The refusal of a cursor that lies before events the retention purge has deleted (`EventLog.purgedThrough`), however
+ * young it is: an event is kept for the EVENT_RETENTION in force where and when it was stored, so a cursor dated
+ * within today's retention may still precede events purged under a shorter one. Refused as an old cursor is.
+ */
+export function purgedPast(at: number, retentionMs: number): CursorError {
+  return new CursorError(
+    `the cursor is from ${new Date(at).toISOString()}, before events the retention purge has deleted (EVENT_RETENTION, ${retentionWords(retentionMs)} now; each event is kept for the retention in force when it was stored): events after it may have been deleted; start again without a cursor and read the current state`,
+    'expired',
+  );
+}
+
 /** Human words for a retention in ms: `7 days`, `36 hours`, `90 minutes`, `45 seconds`. */
 export function retentionWords(ms: number): string {
   const units: [number, string][] = [

@@ -19,7 +19,14 @@ export {
   provisioningDedupeKey,
   verificationDedupePrefix,
 } from './log.js';
-export { EventStreams, readWaitingOut, StreamCancel, type CancelSignal, type StreamOptions } from './stream.js';
+export {
+  EventStreams,
+  readWaitingOut,
+  StreamCancel,
+  type CancelSignal,
+  type Resume,
+  type StreamOptions,
+} from './stream.js';
 export { CursorCodec, CursorError, type Position } from './cursor.js';
 export { EventReader, type EventsPage, type WaitForEvents } from './cursor-read.js';
 
@@ -50,7 +57,17 @@ export class Events {
 
   /** The position a cursor names; throws CursorError for one this gateway did not hand out or one older than the retention. */
   position(cursor: string): Position {
-    return this.cursors.decode(cursor, this.log.retentionMs, this.now()).position;
+    return this.resume(cursor).after;
+  }
+
+  /**
+   * A resume from `cursor`, as a stream takes it (StreamOptions.after, cursorAt): its position, and its date, with
+   * which the stream's replay refuses it if events after it were purged (src/events/replay.ts). Throws CursorError as
+   * `position` does; reads nothing.
+   */
+  resume(cursor: string): { after: Position; cursorAt: number } {
+    const { position, at } = this.cursors.decode(cursor, this.log.retentionMs, this.now());
+    return { after: position, cursorAt: at };
   }
 
   /**

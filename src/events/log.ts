@@ -292,6 +292,11 @@ export class EventLog {
       .where('dedupe_key', '=', dedupeKey),
   );
 
+  /** The purge's watermark (`purgedThrough`): its one row, by primary key. */
+  private readonly purgedThroughStatement = precompiled(() =>
+    this.db.selectFrom('event_purge').select('through_seq').where('id', '=', sql.lit(1)),
+  );
+
   constructor(
     private readonly db: Kysely<Database>,
     /** EVENT_RETENTION: how long an event is kept (and so how old a cursor may be). */
@@ -549,13 +554,23 @@ export class EventLog {
   }
 
   /**
-   * Deletes the events past their retention. With `removed`, first tells it, per owner, how many events of its
-   * kinds go and their characters (one grouped read of the expired range, by index), so storage bounds give them back.
+   * Deletes the events past their retention, and first raises the purge's watermark (`purgedThrough`) to the highest
+   * number it deletes. With `removed`, first tells it, per owner, how many events of its kinds go and their characters
+   * (one grouped read of the expired range, by index), so storage bounds give them back.
    */
   async purgeExpired(
     now = Date.now(),
     removed?: { kinds: readonly string[]; release(scope: string, rows: number, chars: number): void },
   ): Promise<number> {
+    const highest = await this.db
+      .selectFrom('events')
+      .select((eb) => eb.fn.max('seq').as('seq'))
+      .where('expires_at', '<=', now)
+      .executeTakeFirst();
+    if (highest?.seq === null || highest?.seq === undefined) return 0;
+    // What goes is what expired up to this number: an event stored meanwhile (on a replica whose retention or clock
+    // puts its expiry at once) waits for the next run, and is neither released nor deleted past the watermark.
+    const through = Number(highest.seq);
     if (removed && removed.kinds.length) {
       const groups = await this.db
         .selectFrom('events')
@@ -565,13 +580,35 @@ export class EventLog {
           sql<number>`coalesce(sum(length(payload) + length(meta)), 0)`.as('chars'),
         ])
         .where('expires_at', '<=', now)
+        .where('seq', '<=', through)
         .where('scope', 'is not', null)
         .where('kind', 'in', [...removed.kinds])
         .groupBy('scope')
         .execute();
       for (const g of groups) if (g.scope !== null) removed.release(g.scope, Number(g.n), Number(g.chars));
     }
-    const res = await this.db.deleteFrom('events').where('expires_at', '<=', now).executeTakeFirst();
+    // The watermark is raised before anything is deleted: a replica that reads it never finds an event gone whose
+    // number lies above it, so a cursor it accepts has lost nothing (src/events/replay.ts). It only grows.
+    await this.db
+      .updateTable('event_purge')
+      .set({ through_seq: through })
+      .where('id', '=', 1)
+      .where('through_seq', '<', through)
+      .execute();
+    const res = await this.db
+      .deleteFrom('events')
+      .where('expires_at', '<=', now)
+      .where('seq', '<=', through)
+      .executeTakeFirst();
     return Number(res.numDeletedRows);
+  }
+
+  /**
+   * The highest sequence number the retention purge has deleted, on any replica (0: none): a cursor below it may have
+   * lost events after it, whatever its date. One read of one row, made for each resume from a cursor, never per event.
+   */
+  async purgedThrough(): Promise<number> {
+    const { rows } = await this.execute<{ through_seq: number | string }>(this.purgedThroughStatement());
+    return Number(rows[0]?.through_seq ?? 0);
   }
 }

@@ -1,5 +1,5 @@
 import type { Caller } from '../auth/caller.js';
-import type { CursorCodec, Position } from './cursor.js';
+import { purgedPast, type CursorCodec, type Position } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
 
 /** Events read from the log per query. */
@@ -10,6 +10,11 @@ export interface ReplayWindow {
   after: Position;
   until: Position;
   from: number;
+  /**
+   * When the client's cursor that `after` came from was handed out, until the purge's watermark is checked: the next
+   * read checks it (`checkPurge`) and clears it. Absent: `after` is no client's cursor, or was checked already.
+   */
+  cursorAt?: number;
 }
 
 /** Membership of ascending numbers in a position, in one pass over its stretches (not a scan per number). */
@@ -30,7 +35,8 @@ class Ascending {
  * `most` events of `window`, oldest first, each with its cursor (every number up to it that the bus had delivered is
  * either sent or not the reader's), reading the log in pages. `window.from` moves past what was read; it reaches
  * `window.until.max()` when the replay is over. Linear in the rows read: a cursor's stretches are bounded
- * (MAX_CURSOR_RANGES) and walked once per page.
+ * (MAX_CURSOR_RANGES) and walked once per page. With `window.cursorAt`, the first read checks the client's cursor
+ * against the retention purge (`checkPurge`), even when there is nothing to read: CursorError `expired` when refused.
  */
 export async function replayPage(
   log: EventLog,
@@ -46,6 +52,7 @@ export async function replayPage(
   while (window.from < to && events.length < most) {
     const page = Math.min(PAGE, Math.max(most - events.length, 50));
     const rows = await log.range(kinds, window.from, to, only, page);
+    if (window.cursorAt !== undefined) await checkPurge(log, window);
     const inUntil = new Ascending(window.until);
     const inAfter = new Ascending(window.after);
     for (const e of rows) {
@@ -57,5 +64,18 @@ export async function replayPage(
     }
     if (rows.length < page) window.from = to;
   }
+  // Nothing to read (the cursor is at or past what this replica has delivered): checked all the same.
+  if (window.cursorAt !== undefined) await checkPurge(log, window);
   return events;
+}
+
+/**
+ * Throws CursorError `expired` when the retention purge has deleted an event numbered above the window's floor
+ * (`EventLog.purgedThrough`), whatever the cursor's date: a resume must never skip in silence. One read of one row,
+ * once per resume, never per event. Read after the replay's first page, not before it: the purge raises the watermark
+ * before it deletes, so a watermark still at or below the floor means that page lost nothing.
+ */
+async function checkPurge(log: EventLog, window: ReplayWindow): Promise<void> {
+  if ((await log.purgedThrough()) > window.after.floor) throw purgedPast(window.cursorAt!, log.retentionMs);
+  window.cursorAt = undefined;
 }

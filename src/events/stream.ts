@@ -5,7 +5,7 @@ import { readableBy } from '../auth/tenancy.js';
 import { databaseUnreachable } from '../store/index.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from './bus.js';
-import { Position, type CursorCodec } from './cursor.js';
+import { CursorError, Position, type CursorCodec } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
 import { replayPage, type ReplayWindow } from './replay.js';
 
@@ -58,6 +58,16 @@ export interface StreamOptions<T = EventRecord> {
    */
   after?: Position;
   /**
+   * With `after` decoded from a client's cursor: when that cursor was handed out. The replay's first read then reads
+   * the retention purge's watermark too (src/events/replay.ts), once, and ends the stream before it yields anything
+   * when events after the cursor were purged: an event is kept for the EVENT_RETENTION in force when it was stored,
+   * so a cursor young enough for today's retention may still precede purged events. Read there, not before the
+   * stream, so that a resume while the database is away waits it out as the replay does.
+   */
+  cursorAt?: number;
+  /** What the stream throws when it refuses its cursor (`cursorAt`): its transport's words, else the CursorError. */
+  refused?: (err: CursorError) => unknown;
+  /**
    * With `after` and `key`: whether an event the cursor covers ended the stream its holder resumes (a result under
    * `limit: 1`, a terminal state under `until`). Asked of the newest event of the key inside `after` that `scope` and
    * `reader` let through (not `filter`), read from the log before the replay; true finishes the stream at once,
@@ -72,6 +82,9 @@ export interface StreamOptions<T = EventRecord> {
    */
   endAt?: number;
 }
+
+/** A resume from a client's cursor, as a domain hands it on to its stream (StreamOptions). */
+export type Resume = Pick<StreamOptions, 'after' | 'cursorAt' | 'refused'>;
 
 /**
  * `read`, again after a failure to reach the database (backing off up to 2 s) until READ_RETRY_MS have passed or
@@ -256,7 +269,7 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
       // Taken after the listener is registered (synchronously): every event outside `until` comes live.
       const until = this.bus.position();
       if (!until.covers(f.after)) this.ahead = f.after;
-      this.replay = { after: f.after, until, from: f.after.floor, page: [] };
+      this.replay = { after: f.after, until, from: f.after.floor, cursorAt: f.cursorAt, page: [] };
       return;
     }
     if (f.key === undefined) return;
@@ -335,13 +348,15 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
     const r = this.replay!;
     const f = this.filter;
     const only = { key: f.key, scope: f.scope, reader: f.reader };
-    // A copy of the window: a read that fails is tried again from the same place.
-    const window = { after: r.after, until: r.until, from: r.from };
+    // A copy of the window: a read that fails is tried again from the same place (the watermark's check with it).
+    const window: ReplayWindow = { after: r.after, until: r.until, from: r.from };
     const page = await this.retried(() => {
       window.from = r.from;
+      window.cursorAt = r.cursorAt;
       return replayPage(this.log, this.streams.cursors, window, [f.kind], only, REPLAY_PAGE, (e) => this.matches(e));
     });
     r.from = window.from;
+    r.cursorAt = window.cursorAt;
     r.page.push(...page);
     if (r.page.length === 0 && r.from >= r.until.max()) this.replay = null;
   }
@@ -383,7 +398,9 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
         if (r.page.length === 0 && r.from >= r.until.max()) this.replay = null;
         return this.take(e);
       }
-      if (r.from >= r.until.max()) {
+      // With nothing to replay, the cursor is still checked against the purge: events after it may be gone from
+      // the log though this replica never delivered them (it started after their purge).
+      if (r.from >= r.until.max() && r.cursorAt === undefined) {
         this.replay = null;
         break;
       }
@@ -489,7 +506,7 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
         replayed = await this.fromReplay();
       } catch (err) {
         this.finish();
-        throw err;
+        throw err instanceof CursorError && this.filter.refused !== undefined ? this.filter.refused(err) : err;
       }
       if (replayed !== null) return replayed;
       if (this.done) return DONE;

@@ -20,6 +20,7 @@ import {
 } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 
+import { ErrorCode } from '../errors.js';
 import type { WaiterStream } from '../events/stream.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
@@ -435,6 +436,11 @@ export class SharedResultStream {
       err instanceof GraphQLError && err.path
         ? err
         : locatedError(err, field ? [field] : undefined, field ? [field.alias?.value ?? field.name.value] : undefined);
+    // Bad input its source could find only by reading the log (a resume cursor before events the retention purge has
+    // deleted: src/events/replay.ts) is answered as the subscribe's own refusal of it: over graphql-ws (the sink's
+    // transport) the errors alone, the one result graphql-ws writes for it; over graphql-sse with `data: null`, as
+    // src/server/sse.ts hands graphql-sse that result.
+    if (this.sink !== undefined && error.extensions.code === ErrorCode.BAD_USER_INPUT) return { errors: [error] };
     return { data: null, errors: [error] };
   }
 }

@@ -297,11 +297,15 @@ function mcpTransport(
           )
         : null,
     // wait_for_events and subscriptions/listen spend one point of the app's reads budget each, as a subscription over
-    // graphql-ws or SSE does, before they read, wait or watch (once their input is taken: bad input spends nothing).
+    // graphql-ws or SSE does, before they read, wait or watch (once their input is taken: bad input spends nothing; a
+    // cursor refused by the first read, before purged events, gets its point back).
     events: {
       admit: readEvents,
       waitForEvents: (caller, options) =>
-        services.events.reader.waitForEvents(caller, { ...options, admit: () => readEvents(caller) }),
+        services.events.reader.waitForEvents(caller, {
+          ...options,
+          admit: () => services.rateLimits.charge(caller, 'reads'),
+        }),
       onResourceChanged: (caller, kind, key, listener) =>
         services.events.reader.onResourceChanged(caller, kind, key, listener),
     },

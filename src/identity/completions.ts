@@ -1,7 +1,7 @@
 import { ownerCaller, type Caller } from '../auth/caller.js';
 import { visibleRecord } from '../auth/tenancy.js';
 import { badUserInput } from '../errors.js';
-import { identificationDedupePrefix, type EventRecord, type Events, type Position } from '../events/index.js';
+import { identificationDedupePrefix, type EventRecord, type Events, type Resume } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
@@ -44,15 +44,15 @@ export class IdentificationCompletions {
 
   /**
    * The completions of one identification (`id`: the stored one first, then live ones), or without it every
-   * completion of the caller's API key; with `after`, what came after that position, then live. Another key's
+   * completion of the caller's API key; with `resume`, what came after its position, then live. Another key's
    * identification streams nothing (src/auth/tenancy.ts).
    */
-  watch(caller: Caller, id: string | null | undefined, after?: Position): AsyncGenerator<EventRecord> {
+  watch(caller: Caller, id: string | null | undefined, resume?: Resume): AsyncGenerator<EventRecord> {
     if (id != null && id.trim() === '') throw badUserInput('id', 'must not be empty');
     return this.o.events.streams.subscribe(
       id != null
-        ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: caller, after, endAt: caller.expiresAt }
-        : { kind: IDENTIFICATION_EVENT_KIND, scope: caller.scope, after, endAt: caller.expiresAt },
+        ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: caller, ...resume, endAt: caller.expiresAt }
+        : { kind: IDENTIFICATION_EVENT_KIND, scope: caller.scope, ...resume, endAt: caller.expiresAt },
     );
   }
 

@@ -14,7 +14,7 @@ import {
   WarningCode,
   type GatewayWarning,
 } from '../errors.js';
-import { verificationDedupePrefix, type EventRecord, type Events, type Position } from '../events/index.js';
+import { verificationDedupePrefix, type EventRecord, type Events, type Resume } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
 import type { RequestLog } from '../logger.js';
@@ -745,16 +745,16 @@ export class IdentityService {
 
   /**
    * The results of one verification (`externalId`: the stored one first, then live ones), or without it every result
-   * of the caller's API key; with `after`, what came after that position, from the log, then live. Another key's
+   * of the caller's API key; with `resume`, what came after its position, from the log, then live. Another key's
    * verification streams nothing, like an id that has no result yet (src/auth/tenancy.ts).
    */
-  watch(caller: Caller, externalId: string | null | undefined, after?: Position): AsyncGenerator<EventRecord> {
+  watch(caller: Caller, externalId: string | null | undefined, resume?: Resume): AsyncGenerator<EventRecord> {
     const key = externalId == null ? null : externalIdKey(externalId);
     if (key === '') throw badUserInput('externalId', 'must not be empty');
     return this.o.events.streams.subscribe(
       key !== null
-        ? { kind: VERIFICATION_EVENT_KIND, key, reader: caller, after, endAt: caller.expiresAt }
-        : { kind: VERIFICATION_EVENT_KIND, scope: caller.scope, after, endAt: caller.expiresAt },
+        ? { kind: VERIFICATION_EVENT_KIND, key, reader: caller, ...resume, endAt: caller.expiresAt }
+        : { kind: VERIFICATION_EVENT_KIND, scope: caller.scope, ...resume, endAt: caller.expiresAt },
     );
   }
 

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 import type { Caller } from '../auth/caller.js';
-import type { EventRecord, Events, Position } from '../events/index.js';
+import type { EventRecord, Events, Resume } from '../events/index.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { SecretBox } from '../secret.js';
@@ -131,11 +131,11 @@ export class MobileIdService {
    * The stored notification event at once when there is one, else the live one when it arrives; then the stream
    * ends (an authentication completes once). `authentication(event)` is what it says: the subscription maps each
    * event there, once per event for all its identical subscribers (docs/decisions/030), rather than here once per
-   * subscriber (which also costs one suspended generator per waiting subscription). With `after` (a resume): the
+   * subscriber (which also costs one suspended generator per waiting subscription). With `resume`: the
    * result only when the cursor does not cover it (it arrived after the cursor, or has not arrived yet); when it does,
    * the result was delivered before and the stream ends at once.
    */
-  watch(caller: Caller, authReqId: string, after?: Position): AsyncGenerator<EventRecord> {
+  watch(caller: Caller, authReqId: string, resume?: Resume): AsyncGenerator<EventRecord> {
     checkAuthReqId(authReqId);
     // Another app's result is skipped: the stream waits as it would for an authentication with no result yet.
     return this.events.streams.subscribe({
@@ -143,7 +143,7 @@ export class MobileIdService {
       key: authReqId,
       limit: 1,
       reader: caller,
-      after,
+      ...resume,
       endedWithin: FIRST_RESULT_ENDS,
       endAt: caller.expiresAt,
     });

@@ -1,5 +1,5 @@
 import type { Caller } from '../auth/caller.js';
-import { provisioningDedupeKey, type EventRecord, type Events, type Position } from '../events/index.js';
+import { provisioningDedupeKey, type EventRecord, type Events, type Resume } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import type { ProvisioningRow, ProvisioningRows } from '../store/provisionings.js';
 import {
@@ -115,18 +115,18 @@ export class ProvisioningRecords {
    * provisioning's key. The stream listens before it reads the log's latest state, and only newer revisions pass,
    * so a change made while the subscriber connects is neither lost nor repeated.
    *
-   * With `after` (a resume), not `current`: the states whose events the cursor does not cover, from the log, then
+   * With `resume`, not `current`: the states whose events the cursor does not cover, from the log, then
    * live, each once (the stream orders them by their log sequence, which is their revisions' order); a provisioning
    * that reached SUCCEEDED or FAILED inside the cursor ends the stream at once, as the resumed stream ended there,
    * unless the same key restarted it after that FAILED state: the restart's states follow, up to its terminal one.
    */
-  follow(caller: Caller, current: Provisioning, after?: Position): AsyncGenerator<Provisioning> {
-    if (after !== undefined) {
+  follow(caller: Caller, current: Provisioning, resume?: Resume): AsyncGenerator<Provisioning> {
+    if (resume?.after !== undefined) {
       return this.events.streams.subscribe({
         kind: PROVISIONING_EVENT_KIND,
         key: current.id,
         reader: caller,
-        after,
+        ...resume,
         endAt: caller.expiresAt,
         // A terminal state ended the stream, unless the same key restarted the provisioning after it (a FAILED one
         // resumed: the row holds a later revision): the resume then delivers the restart, up to its own terminal state.

@@ -7,7 +7,7 @@ import { readableBy } from '../auth/tenancy.js';
 import type { CloudService } from '../cloud/service.js';
 import * as v from '../cloud/validation.js';
 import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
-import { readWaitingOut, type Events, type Position } from '../events/index.js';
+import { readWaitingOut, type Events, type Resume } from '../events/index.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
 import type { ProvisionKafkaClusterInput, ProvisionVirtualMachineInput } from '../generated/graphql.js';
 import type { Logger, RequestLog } from '../logger.js';
@@ -589,13 +589,13 @@ export class ProvisioningService {
 
   /**
    * The current state (also for a subscriber that comes late), then every change, until SUCCEEDED or FAILED; with
-   * `after` (a resume), the states after that position instead, from the log, then live (ProvisioningRecords.follow).
+   * `resume`, the states after its position instead, from the log, then live (ProvisioningRecords.follow).
    */
-  async watch(caller: Caller, id: string, after?: Position): Promise<AsyncGenerator<Provisioning>> {
+  async watch(caller: Caller, id: string, resume?: Resume): Promise<AsyncGenerator<Provisioning>> {
     // As the stream's own reads of the log: a subscriber that (re)connects while the database restarts waits it out.
     const current = await readWaitingOut(() => this.get(caller, id));
     if (!current) throw new GatewayError(ErrorCode.NOT_FOUND, `provisioning ${id} not found`);
-    return this.records.follow(caller, current, after);
+    return this.records.follow(caller, current, resume);
   }
 
   /** Waits for running provisionings (tests). */

@@ -442,6 +442,26 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // The purge's watermark: the highest sequence number it has deleted, where every replica reads it. A cursor is
+    // dated, but an event is purged by the expiry stamped on it when it was stored, under the EVENT_RETENTION of
+    // that time and replica: a cursor young enough for today's retention may still lie before events already deleted.
+    // What earlier purges deleted is not known; what they left is: the numbers below the oldest stored event (or,
+    // with none stored, every number the log has given out) are taken as purged.
+    '016_event_purge_watermark': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('event_purge')
+          .addColumn('id', 'integer', (c) => c.primaryKey())
+          .addColumn('through_seq', 'bigint', (c) => c.notNull())
+          .execute();
+        const given =
+          dialect === 'postgres'
+            ? sql`(select case when is_called then last_value else 0 end from events_seq_seq)`
+            : sql`(select seq from sqlite_sequence where name = 'events')`;
+        await sql`insert into event_purge (id, through_seq)
+          select 1, coalesce((select min(seq) - 1 from events), ${given}, 0)`.execute(db);
+      },
+    },
   };
 }
 

@@ -8,6 +8,7 @@ export interface Database {
   idempotency_records: IdempotencyRecordTable;
   resources: ResourceTable;
   events: EventTable;
+  event_purge: EventPurgeTable;
   notification_tokens: NotificationTokenTable;
   verification_callbacks: VerificationCallbackTable;
   identification_callbacks: IdentificationCallbackTable;
@@ -161,6 +162,16 @@ export interface MobileIdRejectionTable {
   gateway_request_id: string;
   /** The scope of the app whose issued token authenticated the notification; null otherwise. */
   scope: string | null;
+}
+
+/**
+ * One row (`id` 1): the highest sequence number the retention purge has deleted, on any replica (migration 016). A
+ * cursor whose position lies below it may have lost events after it, whatever its date (src/events/replay.ts).
+ */
+export interface EventPurgeTable {
+  id: number;
+  /** Every event numbered above it is still in the log, unless it was never written; it only grows. */
+  through_seq: number;
 }
 
 /**

@@ -239,7 +239,8 @@ describe('migration 014 on a SQLite store that holds events', () => {
     const database = new SQLite(path.join(dir, 'gateway.sqlite'));
     // The migrations after 014 ran after it was recorded: a crash before that ran none of them either.
     database.exec(`delete from kysely_migration where name >= '014_events_one_unique_index';
-      drop table key_app_names;`);
+      drop table key_app_names;
+      drop table event_purge;`);
     database.close();
     store = await openStore({ dataDir: dir, logger: createLogger({ level: 'silent' }) });
     expect(await rowsOf(store.db)).toEqual(rows);
@@ -273,6 +274,7 @@ function asBefore014(dataDir: string): void {
       create index events_secrets_expire on events (secrets_expire_at);
       delete from kysely_migration where name >= '014_events_one_unique_index';
       drop table key_app_names;
+      drop table event_purge;
       commit;`);
   } finally {
     database.close();
