@@ -79,13 +79,12 @@ export class ProvisioningRecords {
   }
 
   /**
-   * Stores and announces `p`, a run's next state, only while the row is at `since` (the revision the run last wrote);
-   * false when another call took the provisioning over meanwhile: nothing is written or announced.
+   * Stores `p`, a run's next state, only while the row is at `since` (the revision the run last wrote); false when
+   * another call took the provisioning over meanwhile: nothing is written. Not announced, as `create`: the run records
+   * the revision stored before it announces it, so that an announcement that fails is not taken for a takeover.
    */
-  async save(p: Provisioning, since: number): Promise<boolean> {
-    if (!(await this.rows.update(toRow(p), since))) return false;
-    await this.announce(p);
-    return true;
+  save(p: Provisioning, since: number): Promise<boolean> {
+    return this.rows.update(toRow(p), since);
   }
 
   /**

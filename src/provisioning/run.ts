@@ -206,6 +206,10 @@ export class ProvisioningRunner {
       run.revision = next.revision;
       run.stored = next;
       if (terminal(next.state)) run.ended = true;
+      // Announced once the row is recorded as this run's: should the event fail (the store gone between the two
+      // writes), the run stops and `endStopped` writes over the row as it is, rather than find it at a revision it
+      // did not record and take that for another call's takeover, leaving it RUNNING with nothing behind it.
+      await this.records.announce(next);
     });
     return run.takenOver ? null : next;
   }
