@@ -23,6 +23,8 @@ export class ProvisioningRunner {
   private readonly running = new Map<string, Promise<void>>();
   /** True once the gateway shuts down (stop): a run sends no further step. */
   private stopping = false;
+  /** Aborted by `stop`: ends the pause of a run trying again to store the state it stopped in (`endStopped`). */
+  private readonly stopped = new AbortController();
 
   constructor(
     private readonly records: ProvisioningRecords,
@@ -91,6 +93,7 @@ export class ProvisioningRunner {
    */
   async stop(): Promise<void> {
     this.stopping = true;
+    this.stopped.abort();
     await this.idle();
   }
 
@@ -154,8 +157,9 @@ export class ProvisioningRunner {
    * key would be answered with it, replayed, until IDEMPOTENCY_TAKEOVER. So the run writes the state it stopped in:
    * FAILED with the error on the step under way (SUCCEEDED when only the end was left to write), which the next call
    * with the key resumes at once. While the store is unavailable it tries again for the takeover time, the provisioning
-   * still running here meanwhile; past it (or after anything else), a call with the key resumes the RUNNING row as a
-   * dead replica's. The failure is logged once, with the first error.
+   * still running here meanwhile; past it, at the shutdown (which would otherwise wait for it, past its drain), or after
+   * anything else, a call with the key resumes the RUNNING row as a dead replica's. The failure is logged once, with
+   * the first error.
    */
   private async endStopped(run: RunWrites, id: string, err: unknown): Promise<void> {
     logUnexpected(run.logger, err, { provisioning: id }, 'provisioning run failed unexpectedly');
@@ -169,7 +173,7 @@ export class ProvisioningRunner {
         else await this.update(run, run.stored, run.step, { state: 'FAILED', error }, { state: 'FAILED', error });
         return;
       } catch (again) {
-        if (!(again instanceof StoreUnavailableError) || Date.now() >= until) {
+        if (!(again instanceof StoreUnavailableError) || Date.now() >= until || this.stopping) {
           run.logger.warn(
             { provisioning: id },
             'provisioning state could not be stored after its run stopped: it reads RUNNING until a call with its key resumes it',
@@ -177,7 +181,9 @@ export class ProvisioningRunner {
           return;
         }
       }
-      await sleep(Math.max(10, Math.floor(this.staleMs / 10)));
+      await sleep(Math.max(10, Math.floor(this.staleMs / 10)), undefined, { signal: this.stopped.signal }).catch(
+        () => undefined,
+      );
     }
   }
 
