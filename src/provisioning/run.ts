@@ -159,7 +159,8 @@ export class ProvisioningRunner {
    * with the key resumes at once. While the store is unavailable it tries again for the takeover time, the provisioning
    * still running here meanwhile; past it, at the shutdown (which would otherwise wait for it, past its drain), or after
    * anything else, a call with the key resumes the RUNNING row as a dead replica's. The failure is logged once, with
-   * the first error.
+   * the first error. A terminal state stored whose announcement failed is announced again, on the same terms: a live
+   * or resumed subscriber reads only the events, and would wait for that end until its token expires.
    */
   private async endStopped(run: RunWrites, id: string, err: unknown): Promise<void> {
     logUnexpected(run.logger, err, { provisioning: id }, 'provisioning run failed unexpectedly');
@@ -167,16 +168,23 @@ export class ProvisioningRunner {
     const error = run.failure ?? stepError(err);
     const until = Date.now() + this.staleMs;
     for (;;) {
-      if (run.ended || run.takenOver) return;
+      if (run.takenOver) return;
       try {
-        if (run.step === -1) await this.update(run, run.stored, -1, {}, { state: 'SUCCEEDED' });
+        // Ended: the terminal state is stored and only its announcement failed, as nothing else throws once it is. It
+        // is not announced over another call's resume of the FAILED row: that older end, logged after the resume's
+        // states, would end a stream resumed from before it.
+        if (run.ended) {
+          if ((await this.records.read(id))?.revision === run.revision) await this.records.announce(run.stored);
+        } else if (run.step === -1) await this.update(run, run.stored, -1, {}, { state: 'SUCCEEDED' });
         else await this.update(run, run.stored, run.step, { state: 'FAILED', error }, { state: 'FAILED', error });
         return;
       } catch (again) {
         if (!(again instanceof StoreUnavailableError) || Date.now() >= until || this.stopping) {
           run.logger.warn(
             { provisioning: id },
-            'provisioning state could not be stored after its run stopped: it reads RUNNING until a call with its key resumes it',
+            run.ended
+              ? 'provisioning end stored but not announced: its live and resumed subscribers wait for it until their tokens expire'
+              : 'provisioning state could not be stored after its run stopped: it reads RUNNING until a call with its key resumes it',
           );
           return;
         }
