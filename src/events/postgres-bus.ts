@@ -134,12 +134,16 @@ export class PostgresBus implements EventBus {
     // A number missing between the newest events may be held by an insert of another replica that has not committed
     // yet: it is looked for as any other gap, and not counted delivered, so that its event comes here once committed.
     const newest = await options.log.newestSeqs(BATCH);
+    // The numbers the retention purge deleted count as delivered: the log may hold none of them (emptied by the purge
+    // before this start), and a cursor whose floor lay below the purge's watermark would be refused `expired`.
+    const purged = await options.log.purgedThrough();
     const now = Date.now();
-    let floor = newest[0] ?? 0;
+    let floor = Math.max(newest[0] ?? 0, purged);
     for (let i = 1; i < newest.length; i++) {
-      if (newest[i]! > newest[i - 1]! + 1) bus.gaps.push({ from: newest[i - 1]! + 1, to: newest[i]! - 1, since: now });
+      const from = Math.max(newest[i - 1]! + 1, floor + 1);
+      if (newest[i]! > from) bus.gaps.push({ from, to: newest[i]! - 1, since: now });
     }
-    bus.high = newest.at(-1) ?? 0;
+    bus.high = Math.max(newest.at(-1) ?? 0, floor);
     if (bus.gaps.length > MAX_GAP_STRETCHES) bus.gaps.splice(0, bus.gaps.length - MAX_GAP_STRETCHES);
     if (bus.gaps.length > 0) floor = bus.gaps[0]!.from - 1;
     bus.local.startAt(

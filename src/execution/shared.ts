@@ -2,6 +2,7 @@ import { execute, type DocumentNode, type ExecutionArgs, type ExecutionResult, t
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 
 import type { GraphQLContext } from '../graphql/context.js';
+import { Loaders } from '../graphql/loaders.js';
 import { withWarnings } from './present.js';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
@@ -236,13 +237,19 @@ type Warning = NonNullable<GraphQLContext['warnings']>[number];
 
 /**
  * The context one execution of a subscription's selection runs with (`SharedExecution` above): the subscription's
- * own (its caller, services, DataLoaders, logger) with warnings of its own, so that a warning raised while it runs
+ * own (its caller, services, logger) with warnings and DataLoaders of its own, so that a warning raised while it runs
  * belongs to that result (and to every subscriber sharing it), not to the subscription whose context executed it.
  * An object that reads through to the context rather than `Object.create(context)`: making each subscription's
  * context a prototype cost V8 a prototype transition per delivery (docs/decisions/073).
  */
 class ExecutionContextView implements GraphQLContext {
   warnings: Warning[] | null = null;
+  /**
+   * This execution's DataLoaders, made on first use. Not the subscription's: its context lives for every event, and
+   * what one event's execution loaded (a verification's current result, an upstream error) would answer every later
+   * one, stale, where each event is to read what is current.
+   */
+  private madeLoaders: Loaders | undefined;
 
   constructor(private readonly base: GraphQLContext) {}
 
@@ -263,7 +270,7 @@ class ExecutionContextView implements GraphQLContext {
   }
 
   get loaders(): GraphQLContext['loaders'] {
-    return this.base.loaders;
+    return (this.madeLoaders ??= new Loaders(this.base.services, this.base.caller));
   }
 
   get logger(): GraphQLContext['logger'] {

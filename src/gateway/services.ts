@@ -105,8 +105,11 @@ export async function buildServices(
           groupProbes: config.eventOrderProbeGrouped,
         })
       : null;
-  // Cursors start after what the log holds: events already stored are not published again.
-  const bus: EventBus = replicated ?? new InProcessBus(await eventLog.lastSeq(), cursors);
+  // Cursors start after what the log holds: events already stored are not published again. Numbers the retention purge
+  // deleted count as delivered too: the log may hold none of them (emptied by the purge before this start), and a
+  // cursor whose floor lay below the purge's watermark would be refused `expired` (src/events/replay.ts).
+  const bus: EventBus =
+    replicated ?? new InProcessBus(Math.max(await eventLog.lastSeq(), await eventLog.purgedThrough()), cursors);
   parts.onClose(() => bus.close());
   const events = new Events(
     eventLog,

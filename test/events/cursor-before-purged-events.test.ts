@@ -274,5 +274,33 @@ describe('a cursor before events the retention purge deleted, after EVENT_RETENT
         await mcp.close();
       }
     });
+
+    // The replica started with the log empty, after the purge: the numbers it never delivered are the purged ones.
+    // A cursor it hands out now has lost nothing, and must resume, however the purge's watermark stands.
+    it('resumes from a cursor this replica handed out after the purge, over MCP and over graphql-ws', async () => {
+      const mcp = await mcpClient(t!, { key: KEY });
+      try {
+        const now = await mcp.call('wait_for_events', { timeoutSeconds: 0 });
+        expect(now.isError).toBeFalsy();
+        const cursor = (now.structuredContent as { cursor: string }).cursor;
+        const again = await mcp.call('wait_for_events', { cursor, timeoutSeconds: 0 });
+        expect(again.structuredContent).not.toHaveProperty('errors');
+        expect(again.isError).toBeFalsy();
+      } finally {
+        await mcp.close();
+      }
+      const live = await resumeWs(t!, KEY, null);
+      await waitForSubscribers(t!, VERIFICATION_EVENT_KIND);
+      await postCompletion(upgraded.url, upgraded.id, 'p5');
+      await waitFor(() => live.events.length === 1, 20_000, 'the event, live');
+      await live.close();
+      const sub = await resumeWs(t!, KEY, live.events[0]!.cursor);
+      await waitForSubscribers(t!, VERIFICATION_EVENT_KIND);
+      await postCompletion(upgraded.url, upgraded.id, 'p6');
+      await waitFor(() => sub.events.length === 1 || sub.errors.length > 0, 20_000, 'the next event, or a refusal');
+      await sub.close();
+      expect(sub.errors).toEqual([]);
+      expect(sub.events.map((e) => e.n)).toEqual(['p6']);
+    });
   });
 });
