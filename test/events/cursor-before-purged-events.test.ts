@@ -14,7 +14,16 @@ import { VERIFICATION_EVENT_KIND } from '../../src/identity/service.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { testClock } from '../helpers/jwt.js';
 import { mcpClient } from '../helpers/mcp.js';
-import { cursorNow, postCompletion, registerVerifications, RESUME, resumeWs } from '../helpers/resumable.js';
+import {
+  cursorNow,
+  postCompletion,
+  registerVerifications,
+  reservedSse,
+  RESUME,
+  resumeWs,
+  sseEvents,
+  type SseEvent,
+} from '../helpers/resumable.js';
 import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const KEY = 'key-purge-watermark-0123456789';
@@ -302,5 +311,81 @@ describe('a cursor before events the retention purge deleted, after EVENT_RETENT
       expect(sub.errors).toEqual([]);
       expect(sub.events.map((e) => e.n)).toEqual(['p6']);
     });
+
+    // A reserved stream (graphql-sse's single connection) carries several operations: one resumed from a purged
+    // cursor is refused as on a stream of its own, ending that operation alone, and the stream goes on with the rest.
+    it.each([
+      { from: 'Last-Event-ID', field: 'Last-Event-ID' },
+      { from: 'after', field: 'after' },
+    ])(
+      'is refused as expired on a reserved SSE stream ($from), which goes on with its other operations',
+      async ({ from, field }) => {
+        const gw = t!;
+        const sse = reservedSse(gw, KEY, RESUME);
+        const token = await sse.reserve();
+        const res = await sse.get(token);
+        expect(res.statusCode).toBe(200);
+        const events: SseEvent[] = [];
+        res.setEncoding('utf8');
+        res.on(
+          'data',
+          sseEvents((e) => events.push(e)),
+        );
+        const add = async (
+          operationId: string,
+          variables: Record<string, unknown>,
+          headers: Record<string, string>,
+        ) => {
+          const post = await request(`${gw.url}/graphql/stream`, {
+            method: 'POST',
+            headers: {
+              authorization: `Bearer ${KEY}`,
+              'content-type': 'application/json',
+              accept: 'application/json',
+              'x-graphql-event-stream-token': token,
+              ...headers,
+            },
+            body: JSON.stringify({ query: RESUME, variables, extensions: { operationId } }),
+          });
+          await post.body.text();
+          expect(post.statusCode).toBe(202);
+        };
+        const of = (id: string) => events.filter((e) => e.data?.id === id);
+        try {
+          await add(
+            'purged',
+            from === 'after' ? { after: before } : {},
+            from === 'after' ? {} : { 'last-event-id': before },
+          );
+          await waitFor(() => of('purged').some((e) => e.event === 'complete'), 20_000, 'the refused operation to end');
+          expect(of('purged').map((e) => e.event)).toEqual(['next', 'complete']);
+          expect(of('purged')[0]!.data.payload.errors[0]).toMatchObject({
+            message: expect.stringMatching(new RegExp(`^${field}: .*retention purge has deleted`)),
+            extensions: { code: 'BAD_USER_INPUT', field, reason: 'expired', retentionMs: 7 * DAY_MS },
+          });
+          expect(of('purged')[0]!.data.payload.data ?? null).toBeNull();
+
+          // The stream is still open, and another operation on it gets a live event.
+          const subscribers = gw.gateway.services.events.bus.subscribers(VERIFICATION_EVENT_KIND);
+          await add('live', {}, {});
+          await waitFor(
+            () => gw.gateway.services.events.bus.subscribers(VERIFICATION_EVENT_KIND) > subscribers,
+            20_000,
+            'the second operation to subscribe',
+          );
+          const n = `reserved-${from}`;
+          await postCompletion(upgraded.url, upgraded.id, n);
+          await waitFor(
+            () => of('live').some((e) => e.event === 'next'),
+            20_000,
+            'the live event on the reserved stream',
+          );
+          expect(of('live')[0]!.data.payload.data.verificationCompleted.payload.n).toBe(n);
+          expect(res.destroyed).toBe(false);
+        } finally {
+          res.destroy();
+        }
+      },
+    );
   });
 });

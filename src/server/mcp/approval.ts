@@ -9,7 +9,7 @@ import { approveScopesOf, type AgentWorkflow, type PersonAnswer, type Unplannabl
 import { readableBy } from '../../auth/tenancy.js';
 import type { Pipeline } from '../../execution/pipeline.js';
 import type { Logger } from '../../logger.js';
-import { errorsResult, toolResultOf } from './operations.js';
+import { errorsResult, toolResultOf, warningsLine } from './operations.js';
 import { mcpSdk } from './sdk.js';
 import { masked, toolError, type McpTool, type ToolCall, type ToolResult } from './server.js';
 import type { JsonSchema } from './shapes.js';
@@ -203,9 +203,15 @@ export class Approvals {
             );
           });
         outcome = toolResultOf(ran);
+        // The warnings go into the stored outcome beside the data, so that a repeated execute_plan, which replays it,
+        // tells them as this run's text does (replayed).
+        const warnings = ran.ok && outcome.isError !== true ? ran.result.extensions?.warnings : undefined;
         return {
           failed: outcome.isError === true,
-          structured: (outcome.structuredContent ?? {}) as Record<string, unknown>,
+          structured: {
+            ...((outcome.structuredContent ?? {}) as Record<string, unknown>),
+            ...(Array.isArray(warnings) && warnings.length ? { warnings } : {}),
+          },
           refused: !ran.ok,
           errors: ran.ok ? (ran.result.errors ?? []) : ran.errors,
         };
@@ -341,13 +347,14 @@ function planResult(plan: AgentPlan, approveUrl: string, text: string): CallTool
 }
 
 function replayed(plan: AgentPlan): CallToolResult {
-  const outcome = (plan.outcome ?? {}) as Record<string, unknown>;
+  // The run's warnings, stored beside its data, end the text as they did the run's, and stay out of its data.
+  const { warnings, ...outcome } = (plan.outcome ?? {}) as Record<string, unknown>;
   const failed = plan.status === 'failed';
   return {
     content: [
       {
         type: 'text',
-        text: `${failed ? 'Plan failed before' : 'Plan executed before'}; the stored outcome is replayed, nothing was sent.\n${JSON.stringify(outcome)}`,
+        text: `${failed ? 'Plan failed before' : 'Plan executed before'}; the stored outcome is replayed, nothing was sent.\n${JSON.stringify(outcome)}${warningsLine(warnings)}`,
       },
     ],
     ...(failed ? { isError: true } : {}),

@@ -93,9 +93,13 @@ export function toolResultOf(outcome: Refusal | Executed): CallToolResult {
   const { data, errors, extensions } = outcome.result;
   if (errors?.length) return errorsResult(errors, data);
   const structured: Record<string, unknown> = { ...(data ?? {}) };
-  const warnings = extensions?.warnings;
-  const text =
-    JSON.stringify(data ?? null) +
-    (Array.isArray(warnings) && warnings.length ? `\nwarnings: ${JSON.stringify(warnings)}` : '');
-  return { content: [{ type: 'text', text }], structuredContent: structured };
+  return {
+    content: [{ type: 'text', text: JSON.stringify(data ?? null) + warningsLine(extensions?.warnings) }],
+    structuredContent: structured,
+  };
+}
+
+/** The warnings of a result (`extensions.warnings`) as a tool's text ends with them: `\nwarnings: <JSON>`, or nothing. */
+export function warningsLine(warnings: unknown): string {
+  return Array.isArray(warnings) && warnings.length ? `\nwarnings: ${JSON.stringify(warnings)}` : '';
 }
