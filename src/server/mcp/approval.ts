@@ -204,13 +204,14 @@ export class Approvals {
           });
         outcome = toolResultOf(ran);
         // The warnings go into the stored outcome beside the data, so that a repeated execute_plan, which replays it,
-        // tells them as this run's text does (replayed).
+        // tells them as this run's text does (replayed). Under a key no GraphQL response key can be (a name never starts
+        // with `@`), so that a root field aliased `warnings` stays data.
         const warnings = ran.ok && outcome.isError !== true ? ran.result.extensions?.warnings : undefined;
         return {
           failed: outcome.isError === true,
           structured: {
             ...((outcome.structuredContent ?? {}) as Record<string, unknown>),
-            ...(Array.isArray(warnings) && warnings.length ? { warnings } : {}),
+            ...(Array.isArray(warnings) && warnings.length ? { [STORED_WARNINGS]: warnings } : {}),
           },
           refused: !ran.ok,
           errors: ran.ok ? (ran.result.errors ?? []) : ran.errors,
@@ -346,9 +347,12 @@ function planResult(plan: AgentPlan, approveUrl: string, text: string): CallTool
   };
 }
 
+/** Where a run's warnings are kept in its stored outcome, beside its data's root fields. */
+const STORED_WARNINGS = '@warnings';
+
 function replayed(plan: AgentPlan): CallToolResult {
   // The run's warnings, stored beside its data, end the text as they did the run's, and stay out of its data.
-  const { warnings, ...outcome } = (plan.outcome ?? {}) as Record<string, unknown>;
+  const { [STORED_WARNINGS]: warnings, ...outcome } = (plan.outcome ?? {}) as Record<string, unknown>;
   const failed = plan.status === 'failed';
   return {
     content: [
