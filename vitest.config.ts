@@ -4,6 +4,8 @@ import { defineConfig } from 'vitest/config';
 const require = createRequire(import.meta.url);
 // Tests that measure CPU: the speed guard's, and the CPU its planted slowdown spends.
 const SPEED_TESTS = ['test/bench/guard.test.ts', 'test/bench/guard-hooks.test.ts'];
+// Tests that need a worker process of their own (a fresh module cache), each with the reason.
+const ISOLATED_TESTS: string[] = [];
 
 export default defineConfig({
   resolve: {
@@ -22,7 +24,20 @@ export default defineConfig({
     // Integration tests start real servers and databases; two workers match the 2-core CI machine.
     maxWorkers: 2,
     projects: [
-      { extends: true, test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: SPEED_TESTS } },
+      // Files share a worker process and its module cache: src/ and the helpers are evaluated once per worker, not once
+      // per file (that evaluation was a third of the suite's time). test/helpers/shared-worker.ts puts back what a file
+      // changed in the process; files that change what it cannot put back run in `isolated`.
+      {
+        extends: true,
+        test: {
+          name: 'suite',
+          include: ['test/**/*.test.ts'],
+          exclude: [...SPEED_TESTS, ...ISOLATED_TESTS],
+          isolate: false,
+          setupFiles: ['test/helpers/shared-worker.ts'],
+        },
+      },
+      { extends: true, test: { name: 'isolated', include: ISOLATED_TESTS } },
       // These measure CPU per operation: they run alone, one file at a time, once every other file has finished, so
       // that the rest of the suite does not stand on the cores they measure. Run among the others, the planted spin
       // read 1.21 times its ask, past its bound, in the CI run of the fiftieth session's stop.
