@@ -20,6 +20,7 @@ import {
   registerVerifications,
   reservedSse,
   RESUME,
+  resumesFromALiveCursor,
   resumeWs,
   sseEvents,
   type SseEvent,
@@ -298,18 +299,7 @@ describe('a cursor before events the retention purge deleted, after EVENT_RETENT
       } finally {
         await mcp.close();
       }
-      const live = await resumeWs(t!, KEY, null);
-      await waitForSubscribers(t!, VERIFICATION_EVENT_KIND);
-      await postCompletion(upgraded.url, upgraded.id, 'p5');
-      await waitFor(() => live.events.length === 1, 20_000, 'the event, live');
-      await live.close();
-      const sub = await resumeWs(t!, KEY, live.events[0]!.cursor);
-      await waitForSubscribers(t!, VERIFICATION_EVENT_KIND);
-      await postCompletion(upgraded.url, upgraded.id, 'p6');
-      await waitFor(() => sub.events.length === 1 || sub.errors.length > 0, 20_000, 'the next event, or a refusal');
-      await sub.close();
-      expect(sub.errors).toEqual([]);
-      expect(sub.events.map((e) => e.n)).toEqual(['p6']);
+      await resumesFromALiveCursor(t!, KEY, upgraded, 'p5', 'p6');
     });
 
     // A reserved stream (graphql-sse's single connection) carries several operations: one resumed from a purged

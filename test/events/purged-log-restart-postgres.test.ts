@@ -6,12 +6,10 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { VERIFICATION_EVENT_KIND } from '../../src/identity/service.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mcpClient } from '../helpers/mcp.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
-import { postCompletion, registerVerifications, resumeWs } from '../helpers/resumable.js';
-import { waitFor, waitForSubscribers } from '../helpers/wait.js';
+import { postCompletion, registerVerifications, resumesFromALiveCursor } from '../helpers/resumable.js';
 
 const KEY = 'key-purged-log-restart-0123456789';
 const HOUR_MS = 3_600_000;
@@ -63,17 +61,6 @@ describe('a replica started after the purge emptied the log (PostgreSQL)', () =>
   });
 
   it('resumes over graphql-ws from the cursor of an event logged after the restart', async () => {
-    const live = await resumeWs(t!, KEY, null);
-    await waitForSubscribers(t!, VERIFICATION_EVENT_KIND);
-    await postCompletion(callback.url, callback.id, 'p3');
-    await waitFor(() => live.events.length === 1, 20_000, 'the event, live');
-    await live.close();
-    const sub = await resumeWs(t!, KEY, live.events[0]!.cursor);
-    await waitForSubscribers(t!, VERIFICATION_EVENT_KIND);
-    await postCompletion(callback.url, callback.id, 'p4');
-    await waitFor(() => sub.events.length === 1 || sub.errors.length > 0, 20_000, 'the next event, or a refusal');
-    await sub.close();
-    expect(sub.errors).toEqual([]);
-    expect(sub.events.map((e) => e.n)).toEqual(['p4']);
+    await resumesFromALiveCursor(t!, KEY, callback, 'p3', 'p4');
   });
 });

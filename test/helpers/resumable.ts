@@ -4,9 +4,10 @@ import { request } from 'undici';
 import { expect } from 'vitest';
 import WebSocket from 'ws';
 
+import { VERIFICATION_EVENT_KIND } from '../../src/identity/service.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import type { TestGateway } from './gateway.js';
-import { subscribers, waitFor } from './wait.js';
+import { subscribers, waitFor, waitForSubscribers } from './wait.js';
 
 const REGISTER = /* GraphQL */ `
   mutation Register($input: RegisterVerificationInput!) {
@@ -128,6 +129,31 @@ export async function resumeWs(t: TestGateway, key: string, cursor: string | nul
     },
   );
   return out;
+}
+
+/**
+ * A live event's cursor resumes: `key` subscribes over graphql-ws and receives the completion `first` posted on
+ * `callback`, then resumes from that event's cursor and receives `next`, with no error (no `expired` refusal).
+ */
+export async function resumesFromALiveCursor(
+  t: TestGateway,
+  key: string,
+  callback: { url: string; id: string },
+  first: string,
+  next: string,
+): Promise<void> {
+  const live = await resumeWs(t, key, null);
+  await waitForSubscribers(t, VERIFICATION_EVENT_KIND);
+  await postCompletion(callback.url, callback.id, first);
+  await waitFor(() => live.events.length === 1, 20_000, 'the event, live');
+  await live.close();
+  const sub = await resumeWs(t, key, live.events[0]!.cursor);
+  await waitForSubscribers(t, VERIFICATION_EVENT_KIND);
+  await postCompletion(callback.url, callback.id, next);
+  await waitFor(() => sub.events.length === 1 || sub.errors.length > 0, 20_000, 'the next event, or a refusal');
+  await sub.close();
+  expect(sub.errors).toEqual([]);
+  expect(sub.events.map((e) => e.n)).toEqual([next]);
 }
 
 /** The number of live listeners on `t`'s bus for every key of `kind`. */
