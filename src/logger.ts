@@ -1,4 +1,4 @@
-import { pino, type DestinationStream, type Logger } from 'pino';
+import { pino, symbols, type DestinationStream, type Logger } from 'pino';
 
 import { shownUrl } from './errors.js';
 
@@ -178,6 +178,36 @@ export function createLogger(
     },
     destination,
   );
+}
+
+/** What `exitAfterLogs` needs of a destination: sonic-boom's end, which waits for a write under way. */
+interface EndableDestination {
+  end(): void;
+  once(event: 'close' | 'error', listener: () => void): unknown;
+}
+
+/**
+ * Ends the process with `code` once the lines logged before are written. pino's own destination (sonic-boom on
+ * stdout) writes on libuv's pool; at `exit` it writes what waits in its buffer, but not a write under way there, so
+ * the line logged right before `process.exit` (`shutdown complete`) was lost now and then, under load. The destination
+ * is ended instead, and the process exits once it closes (stdout itself stays open), or after 5 s if it never does (a
+ * reader that stopped reading; the shutdown's own deadline still ends the process first). Any other destination (the
+ * pretty one writes to process.stdout, whose writes to a file or pipe are synchronous) exits at once.
+ */
+export function exitAfterLogs(logger: Logger, code: number): void {
+  const stream = (logger as unknown as Record<symbol, unknown>)[symbols.streamSym];
+  const endable = (s: unknown): s is EndableDestination =>
+    typeof s === 'object' && s !== null && 'end' in s && typeof s.end === 'function' && 'once' in s;
+  if (!endable(stream)) process.exit(code);
+  const exit = () => process.exit(code);
+  setTimeout(exit, 5_000);
+  stream.once('close', exit);
+  stream.once('error', exit);
+  try {
+    stream.end();
+  } catch {
+    exit();
+  }
 }
 
 /**

@@ -7,7 +7,7 @@ import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './c
 import { shownUrl } from './errors.js';
 import { SHUTDOWN, type Gateway } from './gateway/options.js';
 import { startGateway } from './gateway/start.js';
-import { createLogger, logUnexpected, resolveLogFormat } from './logger.js';
+import { createLogger, exitAfterLogs, logUnexpected, resolveLogFormat } from './logger.js';
 import { openStore } from './store/index.js';
 
 /**
@@ -29,7 +29,7 @@ async function migrate(): Promise<void> {
   });
   await store.close();
   logger.info({ store: store.location }, 'migrate: the database has every migration of this release');
-  process.exit(0);
+  exitAfterLogs(logger, 0);
 }
 
 async function main(): Promise<void> {
@@ -82,11 +82,11 @@ async function main(): Promise<void> {
       .close()
       .then(() => {
         logger.info('shutdown complete');
-        process.exit(0);
+        exitAfterLogs(logger, 0);
       })
       .catch((err: unknown) => {
         logger.error({ err }, 'shutdown failed');
-        process.exit(1);
+        exitAfterLogs(logger, 1);
       });
   };
   const stop = (signal: string) => {
@@ -115,7 +115,7 @@ async function main(): Promise<void> {
     // Stopped by the signal: what it opened is closed already (startGateway), and the shutdown is complete.
     if (stopping && err === starting.signal.reason) {
       logger.info('shutdown complete');
-      process.exit(0);
+      return exitAfterLogs(logger, 0);
     }
     throw err;
   }
