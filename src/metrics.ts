@@ -501,6 +501,24 @@ export class Metrics {
   }
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'gateway_' });
+    // getMetricsAsArray gives the metrics themselves; prom-client's typings name them by the shape they write.
+    if (options.defaultMetrics ?? true)
+      for (const metric of processMetrics().getMetricsAsArray())
+        this.registry.registerMetric(metric as unknown as Metric);
   }
+}
+
+let processRegistry: Registry | undefined;
+
+/**
+ * Node's process metrics (prom-client's defaults), made once per process and shown by every gateway's registry: they
+ * describe the process, not a gateway. prom-client never stops what they start (a GC observer and an event-loop delay
+ * timer, held by the runtime): made per gateway, they kept every gateway a process ever started alive, with its
+ * registry and all it points to, each with a timer firing every 10 ms.
+ */
+function processMetrics(): Registry {
+  if (processRegistry) return processRegistry;
+  processRegistry = new Registry();
+  collectDefaultMetrics({ register: processRegistry, prefix: 'gateway_' });
+  return processRegistry;
 }

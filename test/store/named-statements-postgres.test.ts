@@ -27,6 +27,10 @@ pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
   );
   return (query as (...a: unknown[]) => unknown).apply(this, args);
 } as typeof query;
+// `pg` is loaded once per worker (the suite's files share it, vitest.config.ts): the next file gets it back unwrapped.
+afterAll(() => {
+  pg.Client.prototype.query = query;
+});
 
 describe('which statements are named', () => {
   it('a text from its third use, with parameters, reading or writing rows; none once refused', () => {
