@@ -16,6 +16,7 @@ import { testClock } from '../helpers/jwt.js';
 import { mcpClient } from '../helpers/mcp.js';
 import {
   cursorNow,
+  mcpCursorResumes,
   postCompletion,
   registerVerifications,
   reservedSse,
@@ -288,17 +289,7 @@ describe('a cursor before events the retention purge deleted, after EVENT_RETENT
     // The replica started with the log empty, after the purge: the numbers it never delivered are the purged ones.
     // A cursor it hands out now has lost nothing, and must resume, however the purge's watermark stands.
     it('resumes from a cursor this replica handed out after the purge, over MCP and over graphql-ws', async () => {
-      const mcp = await mcpClient(t!, { key: KEY });
-      try {
-        const now = await mcp.call('wait_for_events', { timeoutSeconds: 0 });
-        expect(now.isError).toBeFalsy();
-        const cursor = (now.structuredContent as { cursor: string }).cursor;
-        const again = await mcp.call('wait_for_events', { cursor, timeoutSeconds: 0 });
-        expect(again.structuredContent).not.toHaveProperty('errors');
-        expect(again.isError).toBeFalsy();
-      } finally {
-        await mcp.close();
-      }
+      await mcpCursorResumes(t!, KEY);
       await resumesFromALiveCursor(t!, KEY, upgraded, 'p5', 'p6');
     });
 

@@ -7,9 +7,13 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { mcpClient } from '../helpers/mcp.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
-import { postCompletion, registerVerifications, resumesFromALiveCursor } from '../helpers/resumable.js';
+import {
+  mcpCursorResumes,
+  postCompletion,
+  registerVerifications,
+  resumesFromALiveCursor,
+} from '../helpers/resumable.js';
 
 const KEY = 'key-purged-log-restart-0123456789';
 const HOUR_MS = 3_600_000;
@@ -47,17 +51,7 @@ describe('a replica started after the purge emptied the log (PostgreSQL)', () =>
   });
 
   it('resumes from the cursor MCP wait_for_events hands out with nothing to read', async () => {
-    const mcp = await mcpClient(t!, { key: KEY });
-    try {
-      const now = await mcp.call('wait_for_events', { timeoutSeconds: 0 });
-      expect(now.isError).toBeFalsy();
-      const cursor = (now.structuredContent as { cursor: string }).cursor;
-      const again = await mcp.call('wait_for_events', { cursor, timeoutSeconds: 0 });
-      expect(again.structuredContent).not.toHaveProperty('errors');
-      expect(again.isError).toBeFalsy();
-    } finally {
-      await mcp.close();
-    }
+    await mcpCursorResumes(t!, KEY);
   });
 
   it('resumes over graphql-ws from the cursor of an event logged after the restart', async () => {

@@ -7,6 +7,7 @@ import WebSocket from 'ws';
 import { VERIFICATION_EVENT_KIND } from '../../src/identity/service.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import type { TestGateway } from './gateway.js';
+import { mcpClient } from './mcp.js';
 import { subscribers, waitFor, waitForSubscribers } from './wait.js';
 
 const REGISTER = /* GraphQL */ `
@@ -129,6 +130,21 @@ export async function resumeWs(t: TestGateway, key: string, cursor: string | nul
     },
   );
   return out;
+}
+
+/** The cursor MCP `wait_for_events` hands out with nothing to read resumes: a second wait on it is not refused. */
+export async function mcpCursorResumes(t: TestGateway, key: string): Promise<void> {
+  const mcp = await mcpClient(t, { key });
+  try {
+    const now = await mcp.call('wait_for_events', { timeoutSeconds: 0 });
+    expect(now.isError).toBeFalsy();
+    const cursor = (now.structuredContent as { cursor: string }).cursor;
+    const again = await mcp.call('wait_for_events', { cursor, timeoutSeconds: 0 });
+    expect(again.structuredContent).not.toHaveProperty('errors');
+    expect(again.isError).toBeFalsy();
+  } finally {
+    await mcp.close();
+  }
 }
 
 /**
