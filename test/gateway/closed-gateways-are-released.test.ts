@@ -30,7 +30,8 @@ async function threeGateways(base: number[]): Promise<void> {
 }
 
 // The suite's files share their worker processes (vitest.config.ts): what a closed gateway leaves alive stays for every
-// file after it in that worker, and grows with each gateway the worker starts.
+// file after it in that worker, and grows with each gateway the worker starts. This file itself runs in a process of
+// its own (ISOLATED_TESTS): its heap counts are slow over the heap a shared worker inherits.
 describe('a closed gateway', () => {
   it('is released, metrics and all, while every gateway of the process shows the process metrics', async () => {
     // What earlier files and tests left is the base.
