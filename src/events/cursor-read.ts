@@ -52,7 +52,7 @@ export interface WaitForEvents {
  * shared ones), and resumable on any replica, since the log is shared and a cursor is a position in it
  * (src/events/cursor.ts, docs/decisions/061). A cursor this gateway did not hand out, or one older than
  * EVENT_RETENTION, throws CursorError; so does one before events the retention purge deleted, found by the first read
- * (src/events/replay.ts), after `admit`.
+ * (src/events/replay.ts, which checks each page it reads), after `admit`.
  */
 export class EventReader {
   constructor(
@@ -100,7 +100,8 @@ export class EventReader {
     const unsubscribe = [...new Set(options.kinds)].map((kind) => this.bus.subscribe(kind, null, listener));
     try {
       const start = after ?? this.bus.position();
-      // The first read checks a given cursor against the purge too (`given.at`); refused there, it spends nothing.
+      // The first read checks a given cursor against the purge too (`given.at`), after each page of the log it reads;
+      // refused there, it spends nothing and hands out none of what it read.
       const first = await this.read(caller, start, this.bus.position(), options.kinds, limit, given?.at).catch(
         async (err: unknown) => {
           if (err instanceof CursorError && refund) await refund();

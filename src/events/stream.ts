@@ -58,11 +58,13 @@ export interface StreamOptions<T = EventRecord> {
    */
   after?: Position;
   /**
-   * With `after` decoded from a client's cursor: when that cursor was handed out. The replay's first read then reads
-   * the retention purge's watermark too (src/events/replay.ts), once, and ends the stream before it yields anything
-   * when events after the cursor were purged: an event is kept for the EVENT_RETENTION in force when it was stored,
-   * so a cursor young enough for today's retention may still precede purged events. Read there, not before the
-   * stream, so that a resume while the database is away waits it out as the replay does.
+   * With `after` decoded from a client's cursor: when that cursor was handed out. Each read of the replay then reads
+   * the retention purge's watermark too (src/events/replay.ts), one row per page, and ends the stream when events it
+   * had still to read were purged: before it yields anything when the first read finds it (an event is kept for the
+   * EVENT_RETENTION in force when it was stored, so a cursor young enough for today's retention may still precede
+   * purged events), after the events of the pages read before when a purge ran during the replay (their cursors then
+   * resume into the same refusal). Read there, not before the stream, so that a resume while the database is away
+   * waits it out as the replay does.
    */
   cursorAt?: number;
   /** What the stream throws when it refuses its cursor (`cursorAt`): its transport's words, else the CursorError. */
@@ -269,7 +271,7 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
       // Taken after the listener is registered (synchronously): every event outside `until` comes live.
       const until = this.bus.position();
       if (!until.covers(f.after)) this.ahead = f.after;
-      this.replay = { after: f.after, until, from: f.after.floor, cursorAt: f.cursorAt, page: [] };
+      this.replay = { after: f.after, until, from: f.after.floor, cursorAt: f.cursorAt, checked: false, page: [] };
       return;
     }
     if (f.key === undefined) return;
@@ -349,14 +351,14 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
     const f = this.filter;
     const only = { key: f.key, scope: f.scope, reader: f.reader };
     // A copy of the window: a read that fails is tried again from the same place (the watermark's check with it).
-    const window: ReplayWindow = { after: r.after, until: r.until, from: r.from };
+    const window: ReplayWindow = { after: r.after, until: r.until, from: r.from, cursorAt: r.cursorAt };
     const page = await this.retried(() => {
       window.from = r.from;
-      window.cursorAt = r.cursorAt;
+      window.checked = r.checked;
       return replayPage(this.log, this.streams.cursors, window, [f.kind], only, REPLAY_PAGE, (e) => this.matches(e));
     });
     r.from = window.from;
-    r.cursorAt = window.cursorAt;
+    r.checked = window.checked;
     r.page.push(...page);
     if (r.page.length === 0 && r.from >= r.until.max()) this.replay = null;
   }
@@ -400,7 +402,7 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
       }
       // With nothing to replay, the cursor is still checked against the purge: events after it may be gone from
       // the log though this replica never delivered them (it started after their purge).
-      if (r.from >= r.until.max() && r.cursorAt === undefined) {
+      if (r.from >= r.until.max() && (r.cursorAt === undefined || r.checked === true)) {
         this.replay = null;
         break;
       }

@@ -7,7 +7,8 @@ import type { GraphQLContext } from './context.js';
  * neither. A cursor this gateway did not hand out, or one older than EVENT_RETENTION, is BAD_USER_INPUT on `after`
  * naming why, and nothing is streamed: a resume never skips silently. One before events the retention purge has
  * deleted is found by the stream's replay, which reads the log (and waits out a database that is away): it ends the
- * stream with the same BAD_USER_INPUT (`refused`), before any event.
+ * stream with the same BAD_USER_INPUT (`refused`), before any event; or after the events of the pages read before,
+ * when the purge deletes what the replay had still to read (their cursors resume into the same refusal).
  */
 export function resumeAfter(after: string | null | undefined, ctx: GraphQLContext): Resume | undefined {
   const cursor = after ?? ctx.lastEventId;
