@@ -344,11 +344,14 @@ export class AgentWorkflow {
     }
 
     // A lost plan (its run's process stopped) had its approval spent by that run's claim, whatever the row shows.
+    // Under MCP_APPROVAL=approver the agent's own client is never an approver: an approval it gave through a form under
+    // elicitation (before a restart that set approver, or on a replica that still runs with elicitation) is none here.
     const approved =
       plan.lostAt === null &&
       plan.approval !== null &&
       plan.approval.hash === plan.hash &&
-      plan.approval.expiresAt > this.o.plans.now();
+      plan.approval.expiresAt > this.o.plans.now() &&
+      (this.o.approval === 'elicitation' || plan.approval.via === 'approvePlan');
     // What the plan waits for: a first approval, or (its last execution's outcome unknown) a new one to run again.
     const waiting = plan.status === 'unknown' ? 'UNKNOWN' : 'PENDING';
     if (!approved && this.o.approval === 'approver') {
