@@ -45,8 +45,9 @@ export interface ProtocolHooks<S> {
   failed(err: unknown, id: string | undefined, connection: ProtocolConnection<S>): void;
   /**
    * The client broke the WebSocket protocol (a text frame that is not UTF-8, a message over the socket's maximum, a bad
-   * frame): ws has closed the socket already, with `closeCode`. The client's fault, not the gateway's: without this
-   * hook, it is `failed`'s.
+   * frame): ws has closed the socket already, with `closeCode`. Or it sent a message only a server sends: the socket is
+   * closed 4500 after this, as graphql-ws closes it. The client's fault, not the gateway's: without this hook, it is
+   * `failed`'s.
    */
   refused?(err: Error & { code: string }, closeCode: number, connection: ProtocolConnection<S>): void;
   /**
@@ -301,8 +302,17 @@ export function graphqlTransportWs<S>(
         stream?.return?.(undefined)?.catch((err: unknown) => internal(connection, err));
         return;
       }
-      default:
-        throw new Error(`Unexpected message of type ${message.type} received`);
+      default: {
+        // A message only a server sends (`connection_ack`, `next`, `error`), which anyone who can open a socket may send,
+        // before connection_init too: closed 4500 as graphql-ws closes it, but the client's protocol error, not the
+        // gateway's failure, so told to `refused` rather than `failed` (which logs an unexpected error).
+        const err = Object.assign(new Error(`Unexpected message of type ${message.type} received`), {
+          code: 'GRAPHQL_WS_UNEXPECTED_MESSAGE',
+        });
+        if (!hooks.refused) throw err;
+        hooks.refused(err, CloseCode.InternalServerError, connection);
+        return socket.close(CloseCode.InternalServerError, INTERNAL);
+      }
     }
   }
 

@@ -131,7 +131,7 @@ describe('a WebSocket client that breaks the protocol', () => {
       .filter((l) => l.connection === connection);
 
   // ws closes such a socket itself with the code the RFC gives (1007, 1009): the client's fault, not the gateway's. It
-  // is no unexpected error for an operator to chase, and no 4500 was sent.
+  // is no unexpected error for an operator to chase, and no 4500 was sent (but for a server's message, below).
   for (const [name, requestId, frame, code, wsCode] of [
     [
       'a text frame that is not UTF-8',
@@ -146,6 +146,15 @@ describe('a WebSocket client that breaks the protocol', () => {
       (s: WebSocket) => s.send('x'.repeat(200_000)),
       1009,
       'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH',
+    ],
+    // A message only a server sends, before connection_init: closed 4500 as graphql-ws closes it (the protocol's
+    // wire, test/server/ws-protocol.test.ts), yet the client's doing, which anyone who can open a socket may send.
+    [
+      "a server's message (next) sent by the client",
+      'ws-server-message',
+      (s: WebSocket) => s.send('{"id":"1","type":"next","payload":{}}'),
+      4500,
+      'GRAPHQL_WS_UNEXPECTED_MESSAGE',
     ],
   ] as const) {
     it(`is closed ${code} for ${name}, logged as a refusal with its connection, not as an error`, async () => {
