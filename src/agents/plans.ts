@@ -135,6 +135,11 @@ export class AgentPlans {
       seal: (plain: string, context: string) => string;
       open: (sealed: string, context: string) => string;
       approvalTtlMs: number;
+      /**
+       * MCP_APPROVAL=approver: only approvePlan approves, so a plan an agent's client approved (under elicitation,
+       * before a restart or on another replica) is listed as one that needs an approval (src/agents/workflow.ts).
+       */
+      approverOnly: boolean;
       /** IDEMPOTENCY_TAKEOVER: how long an executing plan goes without a sign of life before it is taken for lost. */
       takeoverMs: number;
       logger: Logger;
@@ -297,7 +302,8 @@ export class AgentPlans {
   }
 
   /**
-   * Plans that need an approval now (pending ones, unknown ones, approved ones whose approval lapsed), newest first
+   * Plans that need an approval now (pending ones, unknown ones, approved ones whose approval lapsed or is no
+   * approval under `approverOnly`), newest first
    * (at most `first`, 1 to MAX_AUDIT_ROWS): of these domain sets, and of these apps (undefined: every app).
    */
   private async pending(
@@ -311,6 +317,7 @@ export class AgentPlans {
       now,
       lostBefore: this.lostBefore(now),
       limit: Math.max(1, Math.min(first, MAX_AUDIT_ROWS)),
+      approverOnly: this.o.approverOnly,
     });
     return rows.map((r) => this.fromRow(r));
   }

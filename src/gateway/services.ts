@@ -191,6 +191,7 @@ export async function buildServices(
       seal: (plain, context) => box.seal(plain, context),
       open: (sealed, context) => box.open(sealed, context),
       approvalTtlMs: config.mcp.approvalTtlMs,
+      approverOnly: config.mcp.approval === 'approver',
       // An execution shows it is alive as an idempotent call renews its lease: a plan left executing by a process that
       // stopped is run again after the same time (docs/decisions/012).
       takeoverMs: config.idempotencyTakeoverMs,

@@ -78,7 +78,9 @@ export class AgentPlanRows {
   /**
    * The plans that need an approval at `now`, newest first: pending ones, lost ones (executing, untouched since
    * `lostBefore`: their approval was spent on the run that stopped), and approved or unknown ones whose approval has
-   * lapsed, none past its lifetime; of these domain sets, and of these apps (undefined: every app).
+   * lapsed, none past its lifetime; of these domain sets, and of these apps (undefined: every app). With `approverOnly`
+   * (MCP_APPROVAL=approver), also approved or unknown ones whose approval an agent's client gave (`approved_via` other
+   * than approvePlan), which is no approval there.
    */
   async pending(o: {
     domains: readonly string[];
@@ -86,6 +88,7 @@ export class AgentPlanRows {
     now: number;
     lostBefore: number;
     limit: number;
+    approverOnly: boolean;
   }): Promise<AgentPlanRow[]> {
     let q = this.db
       .selectFrom('agent_plans')
@@ -94,7 +97,12 @@ export class AgentPlanRows {
         eb.or([
           eb('status', '=', 'pending'),
           lost(eb, o.lostBefore),
-          eb.and([eb('status', 'in', ['approved', 'unknown']), eb('approval_expires_at', '<=', o.now)]),
+          eb.and([
+            eb('status', 'in', ['approved', 'unknown']),
+            o.approverOnly
+              ? eb.or([eb('approval_expires_at', '<=', o.now), eb('approved_via', '!=', 'approvePlan')])
+              : eb('approval_expires_at', '<=', o.now),
+          ]),
         ]),
       )
       .where('domains', 'in', o.domains)

@@ -43,6 +43,11 @@ describe('MCP_APPROVAL=approver', () => {
     expect(answer.structuredContent).toMatchObject({ planId, code: 'APPROVAL_REQUIRED' });
     expect(agent.asked).toEqual([]);
     expect(upstreamCreations(gw)).toEqual([]);
+    // The approvers' list shows it as one that needs an approval now, not once the client's approval lapses.
+    const listed = await gw.graphql('{ pendingAgentPlans { id status } }', undefined, { key: APPROVER_KEY });
+    expect(listed.data, JSON.stringify(listed.errors)).toEqual({
+      pendingAgentPlans: [{ id: planId, status: 'APPROVED' }],
+    });
 
     // An approver's approval runs it, once.
     const approved = await gw.graphql(
