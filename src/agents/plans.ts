@@ -108,7 +108,10 @@ export const MAX_AUDIT_ROWS = 1000;
 /** How often a watch of the pending plans reads them again, for changes made on other replicas. */
 const RECHECK_MS = 15_000;
 
-/** How long a plan may be approved and executed after it was made; after that it is `expired`. */
+/**
+ * How long a plan may be approved and executed after it was made, at most; after that it is `expired`. Never longer
+ * than IDEMPOTENCY_RETENTION (AgentPlans' lifetimeMs).
+ */
 const PLAN_LIFETIME_MS = 24 * 3_600_000;
 
 /** A plan past its app's bound of open plans: RATE_LIMITED with the bound and its limit; nothing is stored. */
@@ -142,6 +145,8 @@ export class AgentPlans {
       approverOnly: boolean;
       /** IDEMPOTENCY_TAKEOVER: how long an executing plan goes without a sign of life before it is taken for lost. */
       takeoverMs: number;
+      /** IDEMPOTENCY_RETENTION: a plan lives no longer than the idempotency records of its runs are kept. */
+      idempotencyRetentionMs: number;
       logger: Logger;
       now?: () => number;
     },
@@ -214,6 +219,17 @@ export class AgentPlans {
     return (this.o.now ?? Date.now)();
   }
 
+  /**
+   * How long a new plan may be approved and executed: 24 hours, or IDEMPOTENCY_RETENTION if shorter. A run of the plan
+   * begins at or after the plan was made, so the idempotency records of its requests are kept at least until the plan
+   * expires: a later run (after an unknown outcome) within the plan's life replays the requests that completed rather
+   * than sending them again, as it would once their records were purged (an identity check, its upstream not known to
+   * honour the key, could create a second verification or link). Plans already stored keep their expiry.
+   */
+  private get lifetimeMs(): number {
+    return Math.min(PLAN_LIFETIME_MS, this.o.idempotencyRetentionMs);
+  }
+
   /** An executing plan last touched before this is lost: the process running it stopped. */
   private lostBefore(now: number): number {
     return now - this.o.takeoverMs;
@@ -228,6 +244,7 @@ export class AgentPlans {
   ): Promise<AgentPlan> {
     const id = plan.id;
     const at = this.now();
+    const expiresAt = at + this.lifetimeMs;
     const variables = this.o.seal(JSON.stringify(plan.variables), `agent plan variables\u0000${id}`);
     const document = plan.document === null ? null : this.o.seal(plan.document, `agent plan document\u0000${id}`);
     // An identity plan's requests and summary name a person (the applicant): stored sealed, like its variables.
@@ -247,7 +264,7 @@ export class AgentPlans {
       operation_name: plan.operationName,
       domains: plan.domains.join(','),
       bytes: chars,
-      expires_at: at + PLAN_LIFETIME_MS,
+      expires_at: expiresAt,
       hash: plan.hash,
       summary,
       requests,
@@ -291,7 +308,7 @@ export class AgentPlans {
       outcome: null,
       createdAt: at,
       changedAt: at,
-      expiresAt: at + PLAN_LIFETIME_MS,
+      expiresAt,
       expired: false,
     };
   }

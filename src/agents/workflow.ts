@@ -284,7 +284,8 @@ export class AgentWorkflow {
             'check before planning it again.'
           : ' Make a new plan.';
       const why = plan.expired
-        ? `plan ${plan.id} has expired (a plan may be approved and executed for 24 hours after it was made): ` +
+        ? `plan ${plan.id} has expired (at ${new Date(plan.expiresAt!).toISOString()}: a plan may be approved and ` +
+          'executed for 24 hours after it was made, or for IDEMPOTENCY_RETENTION if that is shorter): ' +
           `it can never run; nothing was sent.${unknown}`
         : `plan ${plan.id} was declined${plan.declinedBy ? ` by ${plan.declinedBy}` : ''}: it can never run; nothing was sent.`;
       return refuseAudited(why, why, {

@@ -832,7 +832,7 @@ const VARS = {
       maxMs: 365 * DAY_MS,
       message: 'must be from 1s to 365d (0 would expire every record as it is written, and a retry would run again)',
     }),
-    'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds), from 1s to 365d: this long after its call ended (its answer stored, or its key kept bound to its request), and for as long as the call still runs.',
+    "How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds), from 1s to 365d: this long after its call ended (its answer stored, or its key kept bound to its request), and for as long as the call still runs. An agent's plan may be approved and executed for 24h, or for this long if shorter: a plan run again after an unknown outcome replays from these records what an earlier run completed, instead of sending it again.",
   ),
   EVENT_RETENTION: declare(
     duration('7d', {
@@ -1142,7 +1142,7 @@ const VARS = {
       maxMs: DAY_MS,
       message: 'must be from 1s to 24h (a plan may be approved and executed only within 24h of being made)',
     }),
-    "How long an approval of an agent's plan stays valid, from 1s to 24h (a plan's own lifetime); a plan not executed by then needs approving again.",
+    "How long an approval of an agent's plan stays valid, from 1s to 24h (a plan's longest lifetime; IDEMPOTENCY_RETENTION, if shorter, is its lifetime, and an approval never runs a plan past it); a plan not executed by then needs approving again.",
   ),
   OTEL_SDK_DISABLED: declare(
     bool(false),

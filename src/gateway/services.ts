@@ -195,6 +195,9 @@ export async function buildServices(
       // An execution shows it is alive as an idempotent call renews its lease: a plan left executing by a process that
       // stopped is run again after the same time (docs/decisions/012).
       takeoverMs: config.idempotencyTakeoverMs,
+      // A plan run again after an unknown outcome replays what its earlier run completed from the idempotency records:
+      // it lives no longer than they are kept.
+      idempotencyRetentionMs: config.idempotencyRetentionMs,
       logger,
       ...(testing.clock ? { now: testing.clock } : {}),
     }),

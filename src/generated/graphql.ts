@@ -71,7 +71,11 @@ export type AgentPlan = {
   creations: Scalars['Int']['output'];
   /** Who declined it (declinePlan); null unless DECLINED. */
   declinedBy: Maybe<Scalars['String']['output']>;
-  /** Until when it may be approved and executed; null for plans made before plans expired. */
+  /**
+   * Until when it may be approved and executed: 24 hours after it was made, or IDEMPOTENCY_RETENTION (as configured when
+   * it was made) if shorter, so that a run again after an unknown outcome finds the idempotency records of the one
+   * before it; null for plans made before plans expired.
+   */
   expiresAt: Maybe<Scalars['DateTime']['output']>;
   /** A keyed digest (HMAC-SHA256 under the gateway's key) of the exact requests: an approval holds for this hash only. */
   hash: Scalars['String']['output'];
@@ -101,8 +105,8 @@ export type AgentPlanStatus =
    */
   | 'EXECUTING'
   /**
-   * Not approved and run to its end within 24 hours of being made (an UNKNOWN plan included): it can never run (it is
-   * purged 7 days later).
+   * Not approved and run to its end by its expiresAt, 24 hours after it was made or IDEMPOTENCY_RETENTION if shorter (an
+   * UNKNOWN plan included): it can never run (it is purged 7 days later).
    */
   | 'EXPIRED'
   /**
