@@ -1,3 +1,4 @@
+import { GRAPHIQL_APPROVAL_TAB } from '../server/approval-documents.js';
 import type { GraphiqlExample, GraphiqlPageConfig } from '../server/graphiql.js';
 
 /** The tab shape GraphiQL's `defaultTabs` prop takes (TabDefinition in @graphiql/react). */
@@ -52,24 +53,15 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /**
  * The tab an approver opens from an agent's plan (`/graphql?approvePlan=<id>`, the link an MCP plan tool returns,
  * docs/decisions/060): the plan to read, and its approval to run, with the plan's id in the variables. Null without
- * a plan id in the page's query string.
+ * a plan id in the page's query string. Its text is the gateway's own, which TRUSTED_DOCUMENTS=enforce admits as it is
+ * (src/server/approval-documents.ts).
  */
 export function approvalTab(search: string, config: GraphiqlPageConfig): ExampleTab | null {
   const planId = new URLSearchParams(search).get('approvePlan');
   if (planId === null || !UUID.test(planId)) return null;
   const headers = headersTemplate(config);
   return {
-    query: [
-      '# An agent asks to run this plan. Run "Plan" to read what it would send, then "Approve" to let it run once',
-      '# (it approves the plan only while it is PENDING, as "Plan" shows it: CONFLICT if it changed meanwhile).',
-      'query Plan($id: ID!) {',
-      '  agentPlan(id: $id) { id app tool status summary hash creations rateLimitPoints requests approvedBy approvalExpiresAt }',
-      '}',
-      '',
-      'mutation Approve($id: ID!) {',
-      '  approvePlan(planId: $id, status: PENDING) { id status approvedBy approvalExpiresAt hash }',
-      '}',
-    ].join('\n'),
+    query: GRAPHIQL_APPROVAL_TAB,
     variables: JSON.stringify({ id: planId.toLowerCase() }, null, 2),
     ...(headers === '' ? {} : { headers }),
   };

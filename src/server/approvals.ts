@@ -7,6 +7,8 @@
 // Without a credential, or with one that cannot approve, it shows the sign-in field and why, never an error page.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
+import { APPROVALS_PAGE_DOCUMENTS } from './approval-documents.js';
+
 /** The route of the page and of its script. */
 interface ApprovalsRoute {
   method: 'GET';
@@ -77,9 +79,12 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
-// The page's script: plain browser JavaScript (no bundle step), the graphql-transport-ws protocol written out.
+// The page's script: plain browser JavaScript (no bundle step), the graphql-transport-ws protocol written out. Its
+// documents are the gateway's own (src/server/approval-documents.ts), written in as they are admitted under
+// TRUSTED_DOCUMENTS=enforce.
 const SCRIPT = String.raw`'use strict';
 (() => {
+  const DOCUMENTS = ${JSON.stringify(APPROVALS_PAGE_DOCUMENTS)};
   const ITEM = 'gateway-graphiql:credential';
   const $ = (id) => document.getElementById(id);
   const credential = {
@@ -88,7 +93,6 @@ const SCRIPT = String.raw`'use strict';
   };
   // A plan id in any case names the same plan (as execute_plan and the GraphQL fields take it).
   const focusId = (new URLSearchParams(location.search).get('plan') || '').toLowerCase() || null;
-  const FIELDS = 'id app tool summary hash creations rateLimitPoints status expiresAt requests';
   let socket = null;
   // The plans of the live list: the plan opened by ?plan= is shown there when it needs an approval, else above it.
   let listed = new Set();
@@ -204,9 +208,8 @@ const SCRIPT = String.raw`'use strict';
     // An approval holds only for the status the person was shown: approving a pending plan runs it once, approving one
     // whose run ended unknown runs it again (the gateway refuses it when the plan changed meanwhile).
     const out = mutation === 'approvePlan'
-      ? await graphql('mutation($id: ID!, $status: AgentPlanStatus) { plan: approvePlan(planId: $id, status: $status) { id status } }',
-        { id: plan.id, status: plan.status })
-      : await graphql('mutation($id: ID!) { plan: declinePlan(planId: $id) { id status } }', { id: plan.id });
+      ? await graphql(DOCUMENTS.approve, { id: plan.id, status: plan.status })
+      : await graphql(DOCUMENTS.decline, { id: plan.id });
     if (out.errors && out.errors.length) {
       const e = out.errors[0];
       say('Not done: ' + e.message + (e.extensions && e.extensions.code === 'NOT_FOUND' ? ' (it may have been executed, declined or changed)' : ''));
@@ -225,7 +228,7 @@ const SCRIPT = String.raw`'use strict';
       into.append(text('p', 'This link names no plan (a plan id is a UUID).'));
       return;
     }
-    const out = await graphql('query($id: ID!) { agentPlan(id: $id) { ' + FIELDS + ' } }', { id: focusId });
+    const out = await graphql(DOCUMENTS.plan, { id: focusId });
     const plan = out.data && out.data.agentPlan;
     if (!plan && out.errors && out.errors.length) into.append(text('p', 'The plan ' + focusId + ' could not be read: ' + out.errors[0].message));
     else if (!plan) into.append(text('p', 'The plan ' + focusId + ' is not one you may approve, or it does not exist.'));
@@ -289,7 +292,7 @@ const SCRIPT = String.raw`'use strict';
     ws.onmessage = (m) => {
       const msg = JSON.parse(m.data);
       if (msg.type === 'connection_ack') {
-        ws.send(JSON.stringify({ id: 'plans', type: 'subscribe', payload: { query: 'subscription { pendingAgentPlansChanged { ' + FIELDS + ' } }' } }));
+        ws.send(JSON.stringify({ id: 'plans', type: 'subscribe', payload: { query: DOCUMENTS.pending } }));
       } else if (msg.type === 'ping') {
         ws.send(JSON.stringify({ type: 'pong' }));
       } else if (msg.type === 'next') {

@@ -6,6 +6,7 @@ import { JsonFileError, readJsonFile, type JsonFile } from '../auth/json-file.js
 import { ConfigError } from '../config/index.js';
 import { ErrorCode } from '../errors.js';
 import { namingValidationStop } from '../execution/limits.js';
+import { GATEWAY_PAGE_DOCUMENTS } from './approval-documents.js';
 
 export type TrustedDocumentsMode = 'off' | 'allow' | 'enforce';
 
@@ -39,6 +40,13 @@ const APQ_CACHE_SIZE = 1000;
  * gateway.
  */
 const MAX_MANIFEST_BYTES = 32 * 1024 * 1024;
+/**
+ * The documents of the gateway's own approval pages (the approvals page, GraphiQL's approval tab): fixed texts that
+ * `enforce` runs beside the manifest's, by exact text only, as it runs introspection. Without them no approver could
+ * approve an agent's plan through the page, and under MCP_APPROVAL=approver no plan could ever run. They reach only
+ * what their resolvers let the caller reach (an approve scope), as they do without trusted documents.
+ */
+const GATEWAY_PAGES = new Set(GATEWAY_PAGE_DOCUMENTS);
 
 function hash(algorithm: 'sha1' | 'sha256', text: string): string {
   return createHash(algorithm).update(text).digest('hex');
@@ -83,7 +91,8 @@ export type DocumentAdmission = Pick<TrustedDocuments, 'admit'>;
  * Generator's client preset (`persisted-documents.json`, `{ "<hash>": "<document>" }`), sent as `documentId`,
  * or by the sha256 of their text in Apollo's `extensions.persistedQuery`. `allow` runs those and any other
  * document; `enforce` runs only the manifest's documents, plus introspection when it is enabled (what
- * GraphiQL needs for its docs and completion). See docs/decisions/021-trusted-documents.md.
+ * GraphiQL needs for its docs and completion) and the exact texts the gateway's own approval pages send. See
+ * docs/decisions/021-trusted-documents.md.
  */
 export class TrustedDocuments {
   private readonly byText = new Map<string, string>();
@@ -269,7 +278,8 @@ export class TrustedDocuments {
     }
 
     if (text === undefined) return badRequest('send a query, a documentId or extensions.persistedQuery');
-    if (this.mode === 'allow' || this.byText.has(text)) return { ok: true, query: text, extensions: rest };
+    if (this.mode === 'allow' || this.byText.has(text) || GATEWAY_PAGES.has(text))
+      return { ok: true, query: text, extensions: rest };
     if (this.introspection && introspectionOnly(text)) return { ok: true, query: text, extensions: rest };
     return this.refuse();
   }

@@ -3,7 +3,8 @@
 // execute_plan then sends exactly one creation), declines another (nothing is sent), and an approver who may not
 // approve that agent's plans never sees them; the page is usable at a phone's width; characters an agent's text could
 // hide or reorder the requests with show as their escapes; Approve asks first, so a click the moving list put on
-// another plan's button approves nothing, and an approval holds only for the status the person read.
+// another plan's button approves nothing, and an approval holds only for the status the person read. Under
+// TRUSTED_DOCUMENTS=enforce it works the same, its documents being the gateway's own.
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -16,7 +17,7 @@ import {
   type RequestLog,
 } from '../helpers/browser.js';
 import { appsFile, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { mcpClient, textOf, type TestMcpClient } from '../helpers/mcp.js';
+import { manifestBeside, mcpClient, textOf, type TestMcpClient } from '../helpers/mcp.js';
 
 const unavailable = browserSuiteSkipReason('the approvals page browser test');
 const WAIT = { timeout: 30_000 };
@@ -40,7 +41,11 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
   let agent: TestMcpClient;
   const logs: RequestLog[] = [];
 
-  async function open(key: string, viewport: { width: number; height: number }): Promise<Page> {
+  async function open(
+    key: string,
+    viewport: { width: number; height: number },
+    at = `${gw.url}/approvals`,
+  ): Promise<Page> {
     const context: BrowserContext = await browser.newContext({ viewport });
     await context.route(
       (url) => !isLocalUrl(url.href),
@@ -48,7 +53,7 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
     );
     const page = await context.newPage();
     logs.push(recordRequests(page));
-    await page.goto(`${gw.url}/approvals`);
+    await page.goto(at);
     await page.getByText(/Sign in with your key or token: it must hold cloud:approve/).waitFor(WAIT);
     const field = page.getByLabel('Your key or token');
     await field.focus();
@@ -438,6 +443,43 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
         { key: APPROVER_KEY },
       );
       expect(declined.data).toEqual({ declinePlan: { status: 'DECLINED' } });
+    }
+  });
+
+  it('works under TRUSTED_DOCUMENTS=enforce: lists, approves and opens a plan, with nothing in the manifest', async () => {
+    const { env } = manifestBeside(appsFileOf(), {
+      'create-project':
+        'mutation CreateProject($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
+    });
+    const enforced = await startTestGateway({ ...env, TRUSTED_DOCUMENTS: 'enforce', MCP_MUTATIONS: 'approve' });
+    const enforcedAgent = await mcpClient(enforced, { key: AGENT_KEY });
+    try {
+      const planned = await enforcedAgent.call('CreateProject', { input: { name: 'approved-under-enforce' } });
+      expect(planned.isError, textOf(planned)).toBeFalsy();
+      const planId = planned.structuredContent!.planId as string;
+      // Opened from the agent's link: the live list shows the plan, marked.
+      const page = await open(APPROVER_KEY, { width: 1200, height: 900 }, `${enforced.url}/approvals?plan=${planId}`);
+      const card = page.locator(`#plans article[data-plan-id="${planId}"]`);
+      await card.waitFor(WAIT);
+      await card.getByRole('button', { name: 'Approve' }).click();
+      const asked = page.getByRole('dialog');
+      await asked.getByText(planned.structuredContent!.hash as string).waitFor(WAIT);
+      await asked.getByRole('button', { name: 'Approve this plan' }).click();
+      await page.getByText('The plan of agent is approved.').waitFor(WAIT);
+      await card.waitFor({ state: 'detached', ...WAIT });
+      const executed = await enforcedAgent.call('execute_plan', { planId });
+      expect(executed.structuredContent, textOf(executed)).toMatchObject({ planId, status: 'SUCCEEDED' });
+      expect(
+        enforced.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')),
+      ).toHaveLength(1);
+      // The link opened again: the plan, no longer listed, is read (agentPlan) and shown above the list as it is now.
+      await page.reload();
+      const opened = page.locator(`#focus article[data-plan-id="${planId}"]`);
+      await opened.getByText('This plan is succeeded.').waitFor(WAIT);
+      await page.context().close();
+    } finally {
+      await enforcedAgent.close().catch(() => undefined);
+      await enforced.close();
     }
   });
 });
