@@ -64,14 +64,28 @@ export interface WsOptions extends StreamingTransportOptions {
 }
 
 /** A close reason fits in 123 bytes (RFC 6455 §5.5: a control frame's payload is at most 125, 2 of them the code). */
-function closeReason(text: string): string {
+function closeReason(text: string, most = 123): string {
   const bytes = Buffer.from(text);
-  return bytes.length <= 123
+  return bytes.length <= most
     ? text
     : `${bytes
-        .subarray(0, 120)
+        .subarray(0, most - 3)
         .toString('utf8')
         .replace(/\uFFFD+$/, '')}...`;
+}
+
+/**
+ * The reason of a slow consumer's 1013, naming its subscription and the cursor to resume it after. The cursor is what
+ * the client resumes from, so when both pass the 123 bytes a reason holds (the graphql-ws client names a subscription
+ * by a UUID), the id is cut, not the cursor.
+ */
+function slowReason(id: string, cursor: string): string {
+  const head = 'Try again later: slow consumer; resume ';
+  const tail = ` after ${cursor}`;
+  const text = `${head}${id}${tail}`;
+  const room = 123 - Buffer.byteLength(head) - Buffer.byteLength(tail);
+  if (Buffer.byteLength(text) <= 123 || room < 4) return closeReason(text);
+  return `${head}${closeReason(id, room)}${tail}`;
 }
 
 /**
@@ -487,12 +501,7 @@ export function createWsServer(options: WsOptions) {
       'closing a slow WebSocket subscriber: more unsent bytes than SUBSCRIBER_BUFFER_BYTES',
     );
     options.onClosed?.('slow_consumer');
-    socket.close(
-      1013,
-      closeReason(
-        `Try again later: slow consumer; resume ${id} after ${typeof last === 'string' ? last : '(none sent)'}`,
-      ),
-    );
+    socket.close(1013, slowReason(id, typeof last === 'string' ? last : '(none sent)'));
   };
 
   /** What an operation's outcome from the pipeline is on the wire. */
