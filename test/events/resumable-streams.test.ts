@@ -1,18 +1,17 @@
 import fc from 'fast-check';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 
 import { CursorCodec, Position } from '../../src/events/cursor.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import {
-  closedAsSlow,
   cursorNow,
   noWildcardListener,
   postCompletion,
   registerVerifications,
   resumeWs,
+  slowWsConsumer,
   type Resumed,
 } from '../helpers/resumable.js';
 import { waitFor, waitForSubscribers } from '../helpers/wait.js';
@@ -189,46 +188,12 @@ describe('streams that resume where they stopped (SQLite)', () => {
   it('a slow consumer is closed with 1013 and its last cursor, counted, and resuming from that cursor loses nothing', async () => {
     const [, , id] = [...urls.keys()];
     await noWildcardListener(t, 'verification');
-    const socket = new WebSocket(`${t.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
-    const cursors: string[] = [];
-    const ns: string[] = [];
-    let closed: { code: number; reason: string } | undefined;
-    socket.on('message', (data) => {
-      const m = JSON.parse(String(data));
-      if (m.type === 'connection_ack')
-        socket.send(
-          JSON.stringify({
-            id: 's',
-            type: 'subscribe',
-            payload: { query: 'subscription { verificationCompleted { payload } }' },
-          }),
-        );
-      if (m.type === 'next') {
-        cursors.push(m.payload.extensions.cursor);
-        ns.push(m.payload.data.verificationCompleted.payload.n);
-      }
-    });
-    socket.on('close', (code, reason) => (closed = { code, reason: String(reason) }));
-    await new Promise((resolve) => socket.once('open', resolve));
-    socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${KEY}` } }));
-    await waitForSubscribers(t, 'verification');
-    // The client stops reading; large events fill the kernel's buffers, then the gateway's.
-    socket.pause();
-    const posted: string[] = [];
-    const pad = 'x'.repeat(200_000);
-    const metric = () => closedAsSlow(t);
-    for (let i = 0; i < 200 && (await metric()) === undefined; i++) {
-      posted.push(`slow-${i}`);
-      await postCompletion(urls.get(id!)!, id!, `slow-${i}`, pad);
-    }
-    expect(await metric()).toBe('1');
+    const { ns, cursors, posted, closed } = await slowWsConsumer(t, KEY, urls.get(id!)!, id!, 's');
     expect(t.logs()).toContain('closing a slow WebSocket subscriber');
-    socket.resume();
-    await waitFor(() => closed, 60_000, 'the close');
-    expect(closed!.code).toBe(1013);
-    expect(closed!.reason).toContain('slow consumer');
+    expect(closed.code).toBe(1013);
+    expect(closed.reason).toContain('slow consumer');
     // The reason names the last cursor written, which is the last one the client received.
-    expect(closed!.reason).toContain(`after ${cursors[cursors.length - 1]}`);
+    expect(closed.reason).toContain(`after ${cursors[cursors.length - 1]}`);
     expect(ns.length).toBeLessThan(posted.length);
     // The subscription closed as slow is no longer one of its app's live ones (APP_LIVE_SUBSCRIPTIONS).
     await waitFor(

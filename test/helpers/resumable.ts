@@ -350,6 +350,55 @@ export async function closedAsSlow(t: TestGateway): Promise<string | undefined> 
 }
 
 /**
+ * A graphql-ws subscriber of `verificationCompleted` on `t` (with `key`, its subscription named `subscription`) that
+ * stops reading: large completions are posted on `url` for `externalId` until the gateway counts a slow consumer, then
+ * the socket reads again until it is closed. What it received (`ns`, `cursors`), what was posted, and the close.
+ */
+export async function slowWsConsumer(
+  t: TestGateway,
+  key: string,
+  url: string,
+  externalId: string,
+  subscription: string,
+): Promise<{ ns: string[]; cursors: string[]; posted: string[]; closed: { code: number; reason: string } }> {
+  const socket = new WebSocket(`${t.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
+  const cursors: string[] = [];
+  const ns: string[] = [];
+  let closed: { code: number; reason: string } | undefined;
+  socket.on('message', (data) => {
+    const m = JSON.parse(String(data));
+    if (m.type === 'connection_ack')
+      socket.send(
+        JSON.stringify({
+          id: subscription,
+          type: 'subscribe',
+          payload: { query: 'subscription { verificationCompleted { payload } }' },
+        }),
+      );
+    if (m.type === 'next') {
+      cursors.push(m.payload.extensions.cursor);
+      ns.push(m.payload.data.verificationCompleted.payload.n);
+    }
+  });
+  socket.on('close', (code, reason) => (closed = { code, reason: String(reason) }));
+  await new Promise((resolve) => socket.once('open', resolve));
+  socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${key}` } }));
+  await waitForSubscribers(t, 'verification');
+  // The client stops reading; large events fill the kernel's buffers, then the gateway's.
+  socket.pause();
+  const posted: string[] = [];
+  const pad = 'x'.repeat(200_000);
+  for (let i = 0; i < 200 && (await closedAsSlow(t)) === undefined; i++) {
+    posted.push(`slow-${i}`);
+    await postCompletion(url, externalId, `slow-${i}`, pad);
+  }
+  expect(await closedAsSlow(t)).toBe('1');
+  socket.resume();
+  await waitFor(() => closed, 60_000, 'the close');
+  return { ns, cursors, posted, closed: closed! };
+}
+
+/**
  * One operation over a distinct SSE stream on `t` with `key`, and Last-Event-ID when given: its events as they arrive
  * (`nexts`: the `next` ones), and its end.
  */

@@ -4,12 +4,11 @@
 // cursor, so the one thing in it to resume from came out unusable. The id is cut now, never the cursor.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { closedAsSlow, postCompletion, registerVerifications, resumeWs } from '../helpers/resumable.js';
-import { waitFor, waitForSubscribers } from '../helpers/wait.js';
+import { postCompletion, registerVerifications, resumeWs, slowWsConsumer } from '../helpers/resumable.js';
+import { waitFor } from '../helpers/wait.js';
 
 const KEY = 'key-a';
 
@@ -37,49 +36,16 @@ describe('the close reason of a slow WebSocket subscriber', () => {
     // A verification per event: posted 20 times first, so that the cursors have the length of a log in use.
     for (let i = 0; i < 20; i++) await postCompletion(urls.get(id!)!, id!, `before-${i}`);
     const subscription = randomUUID();
-    const socket = new WebSocket(`${t.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
-    const cursors: string[] = [];
-    const ns: string[] = [];
-    let closed: { code: number; reason: string } | undefined;
-    socket.on('message', (data) => {
-      const m = JSON.parse(String(data));
-      if (m.type === 'connection_ack')
-        socket.send(
-          JSON.stringify({
-            id: subscription,
-            type: 'subscribe',
-            payload: { query: 'subscription { verificationCompleted { payload } }' },
-          }),
-        );
-      if (m.type === 'next') {
-        cursors.push(m.payload.extensions.cursor);
-        ns.push(m.payload.data.verificationCompleted.payload.n);
-      }
-    });
-    socket.on('close', (code, reason) => (closed = { code, reason: String(reason) }));
-    await new Promise((resolve) => socket.once('open', resolve));
-    socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${KEY}` } }));
-    await waitForSubscribers(t, 'verification');
-    // The client stops reading; large events fill the kernel's buffers, then the gateway's.
-    socket.pause();
-    const posted: string[] = [];
-    const pad = 'x'.repeat(200_000);
-    for (let i = 0; i < 200 && (await closedAsSlow(t)) === undefined; i++) {
-      posted.push(`slow-${i}`);
-      await postCompletion(urls.get(id!)!, id!, `slow-${i}`, pad);
-    }
-    expect(await closedAsSlow(t)).toBe('1');
-    socket.resume();
-    await waitFor(() => closed, 60_000, 'the close');
-    expect(closed!.code).toBe(1013);
-    expect(Buffer.byteLength(closed!.reason)).toBeLessThanOrEqual(123);
+    const { ns, cursors, posted, closed } = await slowWsConsumer(t, KEY, urls.get(id!)!, id!, subscription);
+    expect(closed.code).toBe(1013);
+    expect(Buffer.byteLength(closed.reason)).toBeLessThanOrEqual(123);
     const last = cursors[cursors.length - 1]!;
     // The cursor whole, at the reason's end: what the client resumes from.
-    expect(closed!.reason).toMatch(new RegExp(`^Try again later: slow consumer; resume \\S+ after ${last}$`));
+    expect(closed.reason).toMatch(new RegExp(`^Try again later: slow consumer; resume \\S+ after ${last}$`));
     // The id as far as it fits, then the cut.
-    expect(closed!.reason).toContain(`resume ${subscription.slice(0, 8)}`);
+    expect(closed.reason).toContain(`resume ${subscription.slice(0, 8)}`);
     // And resuming from the cursor the reason names loses nothing.
-    const named = /after (\S+)$/.exec(closed!.reason)![1]!;
+    const named = /after (\S+)$/.exec(closed.reason)![1]!;
     const resumed = await resumeWs(t, KEY, named);
     await waitFor(() => ns.length + resumed.events.length === posted.length, 30_000, 'the rest after the cursor');
     expect([...ns, ...resumed.events.map((e) => e.n)]).toEqual(posted);
