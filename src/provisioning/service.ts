@@ -122,11 +122,19 @@ function exactlyOne(field: string, id: unknown, spec: unknown, optional = false)
 export async function publicAddress(
   given: string | null,
   ipId: string | null,
+  networkId: string,
   lookup: StepEnv['lookup'],
   address: StepEnv['address'],
 ): Promise<PublicAddress | null> {
   // A reused id the ledger knows as another kind of resource is refused, whether its address is read or not.
   const record = ipId === null ? null : await v.parent('input.ipAddressId', ipId, 'ip_address', lookup);
+  // So is an IP address of another network than the cluster's (spec: an IP address is created inside a network): its
+  // address would reach no host of the cluster, as a VM's interface may not take one either (validateVirtualMachine).
+  if (record?.parentId && record.parentId !== networkId)
+    throw badUserInput(
+      'input.ipAddressId',
+      `IP address ${ipId} belongs to network ${record.parentId}, not ${networkId}`,
+    );
   if (given !== null) return { address: given, source: 'CALLER', responseField: null, ipAddressId: ipId };
   if (ipId === null) return null;
   const retry = `give input.cluster.publicIp (the address, as a.b.c.d) and call again with a new idempotency key, reusing what exists (the resourceId of each DONE step as projectId, networkId, subnetId, and ipAddressId ${ipId})`;
@@ -286,6 +294,7 @@ export class ProvisioningService {
           const address = await publicAddress(
             c.publicIp ?? null,
             ids.get('ipAddress') ?? null,
+            ids.get('network')!,
             env.lookup,
             env.address,
           );

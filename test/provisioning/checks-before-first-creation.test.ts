@@ -85,6 +85,39 @@ describe('provisioning: checks that need no upstream id run before the first cre
     );
   });
 
+  // The cluster's white_host would be the address of an IP address in another network, which reaches none of its hosts.
+  for (const publicIp of [null, '203.0.113.8'])
+    it(`provisionKafkaCluster: a reused IP address of another network, ${publicIp ? 'with' : 'without'} cluster.publicIp`, async () => {
+      await refusedBeforeTheWire(
+        gw,
+        M.provisionKafka,
+        {
+          projectId: chain.projectId,
+          network: { title: 'net' },
+          subnet: { title: 's', cidr: '10.5.0.0/24' },
+          ipAddressId: chain.ipId,
+          cluster: publicIp ? { ...cluster, publicIp } : cluster,
+        },
+        'input.ipAddressId',
+        `IP address ${chain.ipId} belongs to network ${chain.networkId}, not the network this provisioning creates`,
+      );
+      const other = randomUUID();
+      await refusedBeforeTheWire(
+        gw,
+        M.provisionKafka,
+        {
+          projectId: chain.projectId,
+          networkId: other,
+          subnetId: randomUUID(),
+          subnetCidr: '10.6.0.0/24',
+          ipAddressId: chain.ipId,
+          cluster: publicIp ? { ...cluster, publicIp } : cluster,
+        },
+        'input.ipAddressId',
+        `IP address ${chain.ipId} belongs to network ${chain.networkId}, not ${other}`,
+      );
+    });
+
   it('provisionVirtualMachine: a reused IP address of another network than the one it creates', async () => {
     await refusedBeforeTheWire(
       gw,
