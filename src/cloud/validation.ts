@@ -469,6 +469,9 @@ export async function validateVirtualMachine(
         `subnet ${nic.subnetId} belongs to network ${subnet.parentId}, not ${nic.networkId}`,
       );
     }
+    // The network may be one the ledger does not know (made outside the gateway): the subnet's and the IP address's own
+    // projects are then the only ones the gateway can check, as a Kafka cluster's subnet is.
+    sameProject(`input.networkInterfaces[${i}].subnetId`, input.projectId, subnet);
     const ip = await parent(`input.networkInterfaces[${i}].ipAddressId`, nic.ipAddressId, 'ip_address', lookup);
     if (ip?.parentId && ip.parentId !== nic.networkId) {
       throw badUserInput(
@@ -476,6 +479,7 @@ export async function validateVirtualMachine(
         `IP address ${nic.ipAddressId} belongs to network ${ip.parentId}, not ${nic.networkId}`,
       );
     }
+    sameProject(`input.networkInterfaces[${i}].ipAddressId`, input.projectId, ip);
   }
   if ((input.users ?? []).length === 0) throw badUserInput('input.users', 'a virtual machine needs at least one user');
   // A login name is one account of the machine: two users of one name would be one account with two passwords and two

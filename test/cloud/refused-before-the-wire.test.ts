@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, beforeEach, describe, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
-import { createChain, M, refusedBeforeTheWire, type Chain } from '../helpers/cloud.js';
+import { SANDBOX_SERVICE_ACCOUNT_TOKEN } from '../../src/sandbox/index.js';
+import { createChain, M, ok, refusedBeforeTheWire, SSH_KEY, type Chain } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 /**
@@ -81,6 +82,56 @@ describe('single creations: refused before the wire', () => {
       },
       'input.networkId',
       `${chain.networkId} belongs to project ${chain.projectId}, not ${other}`,
+    );
+  });
+
+  it('createVirtualMachine with a subnet and an IP address the ledger knows in another project, their network made outside the gateway', async () => {
+    const other = (await ok(gw, M.project, { input: { name: 'other' } })).project.id;
+    // A network made straight at the cloud API: the ledger does not know it, so it cannot tell its project.
+    const made = await fetch(`${gw.gateway.sandbox.cloud!.url}/ocs/v1/services`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${SANDBOX_SERVICE_ACCOUNT_TOKEN}`,
+        'content-type': 'application/json',
+        'idempotency-key': randomUUID(),
+      },
+      body: JSON.stringify({
+        platform: { productCode: 'network', regionCode: 'msk' },
+        kind: 'network',
+        metadata: { title: 'outside', description: '' },
+        projectId: other,
+        spec: { 'vendor.extensions.network': { bandwidth_mbps: 100, default_gfw_rule_action: 'allow' } },
+        zoneCode: 'msk-avntg',
+      }),
+    });
+    expect(made.status).toBeLessThan(300);
+    const networkId = ((await made.json()) as { id: string }).id;
+    const subnetId = (
+      await ok(gw, M.subnet, { input: { projectId: other, networkId, title: 's', cidr: '10.9.0.0/24' } })
+    ).subnet.id;
+    const ipId = (await ok(gw, M.ip, { input: { projectId: other, networkId, title: 'i' } })).ipAddress.id;
+    gw.gateway.sandbox.cloud!.clearRequests();
+    const vm = (nic: Record<string, string>) => ({
+      projectId: chain.projectId,
+      title: 'vm',
+      instanceType: 'C2_SMALL',
+      bootDisk: { sizeGb: 10, image: 'DEBIAN_11' },
+      users: [{ name: 'ops', sshKeys: [SSH_KEY] }],
+      networkInterfaces: [nic],
+    });
+    await refusedBeforeTheWire(
+      gw,
+      M.vm,
+      vm({ networkId, subnetId, ipAddressId: ipId }),
+      'input.networkInterfaces[0].subnetId',
+      `${subnetId} belongs to project ${other}, not ${chain.projectId}`,
+    );
+    await refusedBeforeTheWire(
+      gw,
+      M.vm,
+      vm({ networkId, subnetId: randomUUID(), ipAddressId: ipId }),
+      'input.networkInterfaces[0].ipAddressId',
+      `${ipId} belongs to project ${other}, not ${chain.projectId}`,
     );
   });
 });
