@@ -394,9 +394,9 @@ export interface VerificationResultItem {
 
 /**
  * Results by external id. Accepts a list (bare, under the first of RESULT_LIST_FIELDS that holds one, or at
- * VERIFICATION_RESULTS_PATH) of items that each carry their id, or an object keyed by id (the key is the id). Items
- * without an id are skipped. Null when the answer holds no list where the gateway looks: then it cannot tell which ids
- * the upstream knows, and must not answer as if it knew none. An answer with nothing in it (`{}`, `null`, an empty
+ * VERIFICATION_RESULTS_PATH) of items that each carry their id, or an object keyed by id (the key is the id, each
+ * member an item). Items without an id are skipped. Null when the answer holds no list where the gateway looks: then
+ * it cannot tell which ids the upstream knows, and must not answer as if it knew none. An answer with nothing in it (`{}`, `null`, an empty
  * body) is such an answer too: the gateway only asks about verifications it registered there, so an answer that
  * names none of them without a list that says so is more likely one in a shape it does not read than a "none".
  */
@@ -411,7 +411,12 @@ export function parseResults(
     if (!id || out.has(id)) return;
     out.set(id, { externalId: id, status: statusOf(item), data: item });
   };
-  const isList = (value: unknown) => Array.isArray(value) || isObject(value);
+  // An object is a list keyed by id only when each member is an item (an object, or null for none): one whose members
+  // are not (`{ results: [...], total: 2 }`, an envelope nesting the list) would read its member names as ids, and
+  // answer every id asked null, as if the upstream knew none of them.
+  const keyed = (value: unknown): value is Record<string, unknown> =>
+    isObject(value) && Object.values(value).every((item) => item === null || isObject(item));
+  const isList = (value: unknown) => Array.isArray(value) || keyed(value);
   let list: unknown = body;
   // VERIFICATION_RESULTS_PATH replaces the guesses of where the list is.
   if (listPath) list = readJsonPath(body, listPath);
@@ -422,7 +427,7 @@ export function parseResults(
   }
   if (Array.isArray(list)) {
     for (const item of list) add(item);
-  } else if (isObject(list)) {
+  } else if (keyed(list)) {
     for (const [key, item] of Object.entries(list)) add(item, key);
   } else return null;
   return out;

@@ -92,6 +92,26 @@ describe('a verification results answer holding no list the gateway can read (gu
     expect(unreadableLines(t).slice(before)).toHaveLength(0);
   });
 
+  it.each([
+    ['an envelope nesting the list under data', (b: unknown) => ({ data: b })],
+    ['an envelope nesting the list and a count under data', (b: unknown) => ({ data: { ...(b as object), total: 2 } })],
+  ])(
+    '%s is not an object keyed by id: UPSTREAM_ANSWER_INCOMPLETE, not null as if the upstream knew none',
+    async (_n, alter) => {
+      const before = unreadableLines(t).length;
+      // The sandbox's own answer (`{ results: [...] }`, both results in it), one level down: `data` holds an object,
+      // but its members (`results`, `total`) are not verifications.
+      t.gateway.sandbox.verification!.faults.enqueueFor(RESULTS_PATH, { alter });
+      const res = await t.graphql(RESULTS, { ids: ['u1', 'u2'] });
+      expect(res.data!.verificationResults).toEqual([null, null]);
+      expect(res.errors?.map((e) => [e.path, e.extensions?.code])).toEqual([
+        [['verificationResults', 0], 'UPSTREAM_ANSWER_INCOMPLETE'],
+        [['verificationResults', 1], 'UPSTREAM_ANSWER_INCOMPLETE'],
+      ]);
+      expect(unreadableLines(t).slice(before)).toHaveLength(1);
+    },
+  );
+
   it('a list found answers the ids it holds, and null for the others; a guessed name holding no list is skipped', async () => {
     const sandbox = t.gateway.sandbox.verification!;
     // The first guessed name holds null, the next the sandbox's list cut to its first item.
