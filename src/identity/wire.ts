@@ -289,13 +289,17 @@ function located(raw: unknown, fields: readonly string[], nests: readonly string
   return null;
 }
 
-/** The external id of a response or callback body: top level, or inside `data` / `verification` / `result`. */
-export function externalIdOf(body: unknown): string | null {
-  return located(body, EXTERNAL_ID_FIELDS, VERIFICATION_NESTED_FIELDS);
-}
-
 /** Names of the external id alone (EXTERNAL_ID_FIELDS without the generic `id`, which may be a job's or a check's). */
 export const NAMED_EXTERNAL_ID_FIELDS = EXTERNAL_ID_FIELDS.filter((f) => f !== 'id');
+
+/**
+ * The external id of a response or callback body: top level, or inside `data` / `verification` / `result`; under its
+ * own name wherever it is before a bare `id` anywhere (`namedNests`: where the named one is looked for), since a bare
+ * `id` beside it may be the request's, a job's or a row's.
+ */
+export function externalIdOf(body: unknown, namedNests: readonly string[] = VERIFICATION_NESTED_FIELDS): string | null {
+  return located(body, NAMED_EXTERNAL_ID_FIELDS, namedNests) ?? located(body, ['id'], VERIFICATION_NESTED_FIELDS);
+}
 
 /** The external id a body names under an external id's own name, top level or nested like externalIdOf. */
 export function namedExternalIdOf(body: unknown): string | null {
@@ -328,7 +332,7 @@ export function parseRegistration(body: unknown, idPath: JsonPath | null = null)
     // all.
     externalId: idPath
       ? readIdAt(body, idPath)
-      : answerId(externalIdOf(body) ?? located(body, NAMED_EXTERNAL_ID_FIELDS, ['jobResults'])),
+      : answerId(externalIdOf(body, [...VERIFICATION_NESTED_FIELDS, 'jobResults'])),
     status: statusOf(body),
     jobResults: b.jobResults ?? null,
   };
