@@ -276,6 +276,15 @@ export interface KnownNames {
 const NO_NAMES: KnownNames = new Set<string>();
 
 /**
+ * Where the names `*` accepts are recorded (src/store/key-app-names.ts AcceptedNames) before the first request under
+ * each is served: a key app configured later may not take one. True once recorded (at once for a name recorded
+ * before); false when the name has been configured on the database since (refused as `configured_name`).
+ */
+export interface WildcardNames {
+  accept(name: string): boolean | Promise<boolean>;
+}
+
+/**
  * Which JWT apps the gateway accepts (AUTH_APPS) and under which name, as a verified token's claim value finds them:
  * a listed claim value (a name, or a client id with `=<name>`), or with `*` any value that is an app name and not the
  * name of an app configured with keys, nor one an entry lists, now or before. A name is an app name (APP_NAME: ASCII
@@ -308,8 +317,12 @@ export class JwtApps {
     this.operators = new Set(config.operatorApps);
   }
 
-  /** The app a claim value is, or why it is refused (the value is never repeated: it may be anything). */
-  resolve(claim: string, value: unknown): { app: string } | AppRefusal {
+  /**
+   * The app a claim value is, or why it is refused (the value is never repeated: it may be anything). `anyClaim`: the
+   * name was taken through `*` (not listed) from that claim, and is recorded as `*`'s before it is served
+   * (WildcardNames).
+   */
+  resolve(claim: string, value: unknown): ResolvedApp | AppRefusal {
     if (typeof value !== 'string')
       return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})`, reason: 'app_name' };
     const entry = this.listed.get(value);
@@ -339,7 +352,7 @@ export class JwtApps {
       };
     // No entry lists it now, but one did, or it was a key app: its data is still owned by the name.
     if (this.configuredBefore.has(value)) return configuredBeforeRefusal(claim);
-    return { app: value };
+    return { app: value, anyClaim: claim };
   }
 
   /** The scopes a token of `app` grants: `operator` only for the apps of AUTH_OPERATOR_APPS. */
@@ -358,6 +371,7 @@ const APP_NAME_RULE = '1 to 64 ASCII letters, digits, `_`, `.` or `-`, starting 
  */
 export type AppRefusalReason = 'no_app_claim' | 'app_name' | 'not_accepted' | 'configured_name' | 'other_issuer';
 type AppRefusal = { refused: string; reason: AppRefusalReason };
+type ResolvedApp = { app: string; anyClaim?: string };
 
 function configuredRefusal(claim: string): AppRefusal {
   return {
@@ -379,6 +393,12 @@ export function appOf(
   claim: string | null,
   apps: JwtApps = ANY_APP,
 ): { app: string } | AppRefusal {
+  const resolved = resolveApp(payload, claim, apps);
+  return 'refused' in resolved ? resolved : { app: resolved.app };
+}
+
+/** appOf, and whether the name was taken through `*` (from which claim). */
+function resolveApp(payload: JWTPayload, claim: string | null, apps: JwtApps): ResolvedApp | AppRefusal {
   const found = appClaimOf(payload, claim);
   return 'refused' in found
     ? { refused: found.refused, reason: 'no_app_claim' }
@@ -443,6 +463,8 @@ export class JwtAuthenticator {
      * before, which `*` does not take unless an entry lists it.
      */
     configuredBefore: KnownNames = NO_NAMES,
+    /** Where the names `*` accepts are recorded before they are served; unset: nowhere (tests of the resolution). */
+    private readonly wildcardNames?: WildcardNames,
   ) {
     this.verified = config.verifiedCacheSize > 0 ? new LRUCache({ max: config.verifiedCacheSize }) : null;
     const verifiers = config.issuers.map((issuer, i) => {
@@ -538,10 +560,29 @@ export class JwtAuthenticator {
       return invalid(
         `the JWT was issued in the future (iat), beyond the ${CLOCK_TOLERANCE_SECONDS} s of clock skew allowed`,
       );
-    const named = appOf(payload, config.appClaim, issuer.apps);
+    const named = resolveApp(payload, config.appClaim, issuer.apps);
     if ('refused' in named) {
       this.refuse(named.reason);
       return invalid(named.refused);
+    }
+    if (named.anyClaim !== undefined && this.wildcardNames) {
+      let accepted: boolean;
+      try {
+        const result = this.wildcardNames.accept(named.app);
+        accepted = typeof result === 'boolean' ? result : await result;
+      } catch (err) {
+        logUnexpected(
+          request?.logger ?? issuer.keys.logger,
+          err,
+          { issuer: config.issuer, app: named.app },
+          "unexpected error while the name of a JWT's app accepted through AUTH_APPS * was recorded: the JWT is refused as one that cannot be verified",
+        );
+        return invalid(UNEXPECTED_REFUSAL);
+      }
+      if (!accepted) {
+        this.refuse('configured_name');
+        return invalid(configuredBeforeRefusal(named.anyClaim).refused);
+      }
     }
     const approves = this.approves.get(named.app);
     const caller: Caller = Object.freeze({

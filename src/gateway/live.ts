@@ -6,7 +6,7 @@ import type { GraphQLSchema } from 'graphql';
 
 import { readJwksFile } from '../auth/jwks-fetch.js';
 import { listedAppNames, type JwtAuthConfig } from '../auth/jwt-config.js';
-import { JwksKeys, JwtAuthenticator, looksLikeJwt, type KnownNames } from '../auth/jwt.js';
+import { JwksKeys, JwtAuthenticator, looksLikeJwt, type KnownNames, type WildcardNames } from '../auth/jwt.js';
 import { configuredApps, createAuthenticator, keyAppNames, type Authenticate } from '../auth/keys.js';
 import { reloadConfig, type Config } from '../config/index.js';
 import { ConfigError } from '../errors.js';
@@ -16,6 +16,7 @@ import type { SecretBox } from '../secret.js';
 import type { ReloadOutcome } from '../server/reload.js';
 import { TrustedDocuments } from '../server/trusted-documents.js';
 import type { ConfiguredApp } from '../services.js';
+import type { RecordedNames } from '../store/key-app-names.js';
 
 export type ReloadTrigger = 'SIGHUP' | 'POST /admin/reload';
 
@@ -64,8 +65,51 @@ type ReloadStep = (next: Config, appNames: ReadonlySet<string>) => () => void;
  * with keys, and the names the identity providers' entries list (not `*`). `*` takes none of them, now or after they
  * are removed, unless an entry lists it (docs/decisions/058).
  */
-export function appNamesToRecord(config: Config): string[] {
+function appNamesToRecord(config: Config): string[] {
   return [...keyAppNames(config), ...listedAppNames(config.jwtAuth)];
+}
+
+/** Records what a configuration needs recorded (appNamesToRecord, keyAppsToCheck), given the names and the key apps. */
+export type RecordNames = (names: readonly string[], keyApps: readonly string[]) => Promise<RecordedNames>;
+
+/**
+ * Records a configuration's app names (src/store/key-app-names.ts) and reads back every name configured on the
+ * database; a key app whose name an identity provider's `*` accepted before stops it (a ConfigError, nothing recorded).
+ */
+export async function recordConfiguredNames(config: Config, record: RecordNames): Promise<ReadonlySet<string>> {
+  const recorded = await record(appNamesToRecord(config), keyAppsToCheck(config));
+  if (recorded.taken !== undefined) throw takenNamesError(config, recorded.taken);
+  return recorded.names;
+}
+
+/**
+ * The key apps' names that may not be names `*` accepted before: what a JWT app accepted that way created is owned by
+ * its name, and a key app of that name would read it. Not those an entry makes one app with the JWT app of their own
+ * name (`shop=shop`, as AUTH_APPS says a key app and a JWT app are one), whose data they share on purpose.
+ */
+function keyAppsToCheck(config: Config): string[] {
+  const merged = new Set(
+    (config.jwtAuth?.issuers ?? []).flatMap((issuer) =>
+      issuer.apps.listed.flatMap((e) => (e.sameAsConfigured && e.claim === e.app ? [e.app] : [])),
+    ),
+  );
+  return keyAppNames(config).filter((name) => !merged.has(name));
+}
+
+/** The refusal of key apps named as JWT apps `*` accepted before: each app by its name and variable, never a key. */
+function takenNamesError(config: Config, taken: readonly string[]): ConfigError {
+  const fromFile = new Set(config.appsFile.map((a) => a.name));
+  const operators = new Set(config.operatorKeys.flatMap((k) => (k.name === null ? [] : [k.name])));
+  const variableOf = (name: string) =>
+    fromFile.has(name) ? 'GATEWAY_APPS_FILE' : operators.has(name) ? 'OPERATOR_API_KEYS' : 'GATEWAY_API_KEYS';
+  const first = taken[0]!;
+  const apps = taken.map((name) => `${name} (${variableOf(name)})`).join(', ');
+  const entries = taken.map((name) => `${name}=${name}`).join(',');
+  return new ConfigError(
+    variableOf(first),
+    `the app${taken.length > 1 ? 's' : ''} ${apps} configured with keys ${taken.length > 1 ? 'have names' : 'has the name'} of a JWT app an identity provider accepted through AUTH_APPS * before: what that app created is owned by its name, and the key app would read it. If they are one app, say so in AUTH_APPS (or the issuer's apps of AUTH_ISSUERS): ${entries}; otherwise give the key app another name`,
+    variableOf(first) === 'GATEWAY_APPS_FILE' ? { file: config.appsFilePath!, line: null } : null,
+  );
 }
 
 /**
@@ -129,8 +173,10 @@ export class LiveConfiguration {
        * (appNamesToRecord, src/store/key-app-names.ts)...
        */
       appNames: ReadonlySet<string>;
-      /** ...and what each reload records with its names: every name recorded so far, by any replica. */
-      recordAppNames: (names: readonly string[]) => Promise<ReadonlySet<string>>;
+      /** ...and what each reload records with its names (recordConfiguredNames): every name recorded so far. */
+      recordAppNames: RecordNames;
+      /** Where the names `*` accepts are recorded before they are served, across reloads (AcceptedNames). */
+      wildcardNames?: WildcardNames;
       /** The trusted documents the start read before it opened anything (readStartFiles); unset: read now. */
       trusted?: TrustedDocuments | undefined;
     },
@@ -225,7 +271,7 @@ export class LiveConfiguration {
       files = [...new Set([...files, ...this.filesOf(next).map((f) => f.file)])];
       // Recorded once every file is good, read back before the swap: another replica may have configured a name
       // since, and the swapped-in authenticator refuses it under `*` from its first request.
-      for (const name of await this.deps.recordAppNames(appNamesToRecord(next))) ever.add(name);
+      for (const name of await recordConfiguredNames(next, this.deps.recordAppNames)) ever.add(name);
       this.appNamesEver = ever;
       for (const swap of swaps) swap();
       this.gen += 1;
@@ -340,6 +386,7 @@ export class LiveConfiguration {
           (check) => metrics.jwtChecks.inc({ check }),
           (reason) => metrics.jwtRefusals.inc({ reason }),
           appNamesEver,
+          this.deps.wildcardNames,
         )
       : null;
     return {

@@ -8,11 +8,11 @@ import { Metrics } from '../metrics.js';
 import { pauseAt } from '../phases.js';
 import { loadSecretBox } from '../secret.js';
 import { openStore } from '../store/index.js';
-import { recordAppNames } from '../store/key-app-names.js';
+import { AcceptedNames, recordAppNames } from '../store/key-app-names.js';
 import { createTracing } from '../telemetry/tracing.js';
 import { gatewayJobs, startJobs } from './jobs.js';
 import { GatewayServer } from './listen.js';
-import { appNamesToRecord, LiveConfiguration, readStartFiles } from './live.js';
+import { LiveConfiguration, readStartFiles, recordConfiguredNames, type RecordNames } from './live.js';
 import { SHUTDOWN, type Gateway, type GatewayOptions } from './options.js';
 import { buildPipeline, contextBuilder, gatewaySchema } from './pipeline.js';
 import { buildServices, WEBHOOK_EVENT_KINDS } from './services.js';
@@ -122,8 +122,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // Who may call and which documents are trusted (read first of all, above): taken now, and read again by each
     // reload (docs/decisions/057). The app names configured (with keys, or listed by an identity provider's entry)
     // are recorded first, and every name recorded before read back: `*` takes none of them from the first request
-    // served (docs/decisions/058).
-    const recordNames = (names: readonly string[]) => recordAppNames(store.db, names, now());
+    // served (docs/decisions/058). A key app named as an app `*` accepted before stops the start (a ConfigError).
+    const recordNames: RecordNames = (names, keyApps) => recordAppNames(store.db, names, now(), keyApps);
+    // One for the process, across reloads: a name `*` accepted is written once, whichever configuration accepted it.
+    const acceptedNames = new AcceptedNames(store.db, now);
     live = new LiveConfiguration(config, {
       logger,
       metrics,
@@ -131,8 +133,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       now,
       prepareMobileIdKeys: () => services.mobileId.prepareKeysReload(),
-      appNames: await recordNames(appNamesToRecord(config)),
+      appNames: await recordConfiguredNames(config, recordNames),
       recordAppNames: recordNames,
+      wildcardNames: { accept: (name) => acceptedNames.accept(name) },
       trusted: trustedAtStart,
     });
 

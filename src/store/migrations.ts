@@ -462,6 +462,27 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           select 1, coalesce((select min(seq) - 1 from events), ${given}, 0)`.execute(db);
       },
     },
+    // The names an identity provider that accepts any app name (`*`) has accepted (src/store/key-app-names.ts): what
+    // such an app created is owned by its name, so a key app configured later under that name would read it. Filled
+    // from what the operator's list of apps knows of JWT apps (`app_activity`: rows `jwt/<name>`, and the rows a JWT
+    // app wrote under its bare name before those), which does not tell `*` from a listed entry: every JWT app seen.
+    '017_wildcard_app_names': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('wildcard_app_names')
+          .addColumn('app', 'text', (c) => c.primaryKey())
+          .addColumn('first_accepted_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await sql`insert into wildcard_app_names (app, first_accepted_at)
+          select name, min(last_seen_at) from (
+            select substr(app, 5) as name, last_seen_at from app_activity where app like 'jwt/%'
+            union all
+            select app as name, last_seen_at from app_activity where source = 'JWT' and app not like 'jwt/%'
+          ) as seen
+          where name <> ''
+          group by name`.execute(db);
+      },
+    },
   };
 }
 

@@ -18,6 +18,7 @@ export interface Database {
   mobile_id_pending_owners: MobileIdPendingOwnerTable;
   app_activity: AppActivityTable;
   key_app_names: KeyAppNameTable;
+  wildcard_app_names: WildcardAppNameTable;
   agent_plans: AgentPlanTable;
   agent_audit: AgentAuditTable;
 }
@@ -182,6 +183,13 @@ export interface KeyAppNameTable {
   app: string;
   /** When a replica first recorded it (epoch ms). */
   first_configured_at: number;
+}
+
+/** A name an identity provider that accepts any app name (`*`) accepted (src/store/key-app-names.ts). */
+export interface WildcardAppNameTable {
+  app: string;
+  /** When a replica first accepted it (epoch ms); for a name migration 017 found in app_activity, when it was seen. */
+  first_accepted_at: number;
 }
 
 /** When each app was last seen, for the operator's list of apps (src/store/app-activity.ts). */

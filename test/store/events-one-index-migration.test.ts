@@ -240,7 +240,8 @@ describe('migration 014 on a SQLite store that holds events', () => {
     // The migrations after 014 ran after it was recorded: a crash before that ran none of them either.
     database.exec(`delete from kysely_migration where name >= '014_events_one_unique_index';
       drop table key_app_names;
-      drop table event_purge;`);
+      drop table event_purge;
+      drop table wildcard_app_names;`);
     database.close();
     store = await openStore({ dataDir: dir, logger: createLogger({ level: 'silent' }) });
     expect(await rowsOf(store.db)).toEqual(rows);
@@ -275,6 +276,7 @@ function asBefore014(dataDir: string): void {
       delete from kysely_migration where name >= '014_events_one_unique_index';
       drop table key_app_names;
       drop table event_purge;
+      drop table wildcard_app_names;
       commit;`);
   } finally {
     database.close();

@@ -8,12 +8,13 @@ import path from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
 import {
+  AUDIENCE,
+  ISSUER,
   sign,
   signingKey,
   startJwksServer,
-  startJwtGateway,
   testClock,
   type JwksServer,
   type SigningKey,
@@ -22,23 +23,31 @@ import { rawMcpPost } from '../../helpers/mcp.js';
 import { waitFor } from '../../helpers/wait.js';
 
 const SRE_KEY = 'sre-key-0123456789abcdef';
-const PORTAL_KEY = 'portal-key-0123456789abcdef';
 const HOUR = 3600_000;
 const REGISTER = `mutation { registerVerification(input: { workflowId: "wf-kyc", applicant: { lastName: "Petrova" } }) {
   verification { externalId }
 } }`;
 
 const digest = (key: string) => createHash('sha256').update(key).digest('hex');
-/** The apps file: the operator sre, and (`portalKeyed`) an app portal with a key, whose name a JWT then cannot take. */
-const appsYaml = (portalKeyed: boolean) =>
+/** The apps file: the operator sre. */
+const APPS_YAML = [
+  'apps:',
+  '  - name: sre',
+  '    scopes: [operator]',
+  `    keys: [{ sha256: ${digest(SRE_KEY)} }]`,
+  '',
+].join('\n');
+/**
+ * The identity provider (AUTH_ISSUERS, which a reload reads again), accepting the apps `apps`: any (`"*"`), or another
+ * than portal, which refuses portal's tokens from then on.
+ */
+const issuersYaml = (apps: string) =>
   [
-    'apps:',
-    '  - name: sre',
-    '    scopes: [operator]',
-    `    keys: [{ sha256: ${digest(SRE_KEY)} }]`,
-    ...(portalKeyed
-      ? ['  - name: portal', '    scopes: [identity:read]', `    keys: [{ sha256: ${digest(PORTAL_KEY)} }]`]
-      : []),
+    'issuers:',
+    `  - issuer: ${ISSUER}`,
+    `    jwksUrl: ${idp.url}`,
+    `    audience: ${AUDIENCE}`,
+    `    apps: [${apps}]`,
     '',
   ].join('\n');
 
@@ -46,12 +55,20 @@ const clock = testClock();
 let first: SigningKey;
 let rotated: SigningKey;
 let idp: JwksServer;
-let apps: string;
+let issuers: string;
 let t: TestGateway;
 
 /** A token of the JWT app portal, alive for a week on the gateway's clock. */
 const token = (key: SigningKey) =>
   sign(key, { exp: Math.floor(clock.now() / 1000) + 7 * 24 * 3600, claims: { azp: 'portal' } });
+
+async function reload(): Promise<void> {
+  const res = await request(`${t.url}/admin/reload`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${SRE_KEY}` },
+  });
+  expect(res.statusCode, await res.body.text()).toBe(200);
+}
 
 let id = 0;
 /** Calls wait_for_events over raw HTTP with `credential`: its tool result. */
@@ -67,11 +84,13 @@ beforeAll(async () => {
   first = await signingKey('idp-first');
   rotated = await signingKey('idp-rotated');
   idp = await startJwksServer([first]);
-  apps = path.join(tempDataDir('cursor-age-'), 'apps.yaml');
-  fs.writeFileSync(apps, appsYaml(false));
-  t = await startJwtGateway(
-    idp,
-    { GATEWAY_APPS_FILE: apps, EVENT_RETENTION: '1d', SANDBOX_CALLBACK_DELAY_MS: '600000' },
+  const dir = tempDataDir('cursor-age-');
+  const apps = path.join(dir, 'apps.yaml');
+  fs.writeFileSync(apps, APPS_YAML);
+  issuers = path.join(dir, 'issuers.yaml');
+  fs.writeFileSync(issuers, issuersYaml('"*"'));
+  t = await startTestGateway(
+    { GATEWAY_APPS_FILE: apps, AUTH_ISSUERS: issuers, EVENT_RETENTION: '1d', SANDBOX_CALLBACK_DELAY_MS: '600000' },
     { testing: { clock: clock.now } },
   );
 });
@@ -96,7 +115,7 @@ describe('the cursor a held wait_for_events hands back instead of its events', (
     expect(read.structuredContent.events.map((e: { key: string }) => e.key)).toEqual([externalId]);
 
     // Half a retention later, a token of a rotated key calls from the same cursor: its check awaits the provider's
-    // keys, which are held, and a reload meanwhile gives the name portal to an app with a key. The call, checked
+    // keys, which are held, and a reload meanwhile makes the provider accept another app only. The call, checked
     // again under the reloaded configuration, holds the event it finds and is refused: it answers with the cursor.
     clock.advance(12 * HOUR);
     idp.keys.push(rotated);
@@ -105,12 +124,8 @@ describe('the cursor a held wait_for_events hands back instead of its events', (
     idp.hold();
     const waiting = waitForEvents(after, { cursor, kinds: ['verification'], timeoutSeconds: 300 });
     await waitFor(() => idp.requests > asked || undefined, 20_000, "the check to await the provider's keys");
-    fs.writeFileSync(apps, appsYaml(true));
-    const reloaded = await request(`${t.url}/admin/reload`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${SRE_KEY}` },
-    });
-    expect(reloaded.statusCode, await reloaded.body.text()).toBe(200);
+    fs.writeFileSync(issuers, issuersYaml('other'));
+    await reload();
     idp.release();
     const ended = await waiting;
     expect(ended.isError).toBe(true);
@@ -120,9 +135,16 @@ describe('the cursor a held wait_for_events hands back instead of its events', (
     });
     const handedBack = ended.structuredContent.cursor as string;
 
-    // A day and a minute after the cursor passed in: the event after it may have been purged.
+    // A day and a minute after the cursor passed in: the event after it may have been purged. Portal is accepted
+    // again (`*`), and calls with the cursor handed back.
     clock.advance(12 * HOUR + 60_000);
-    const again = await waitForEvents(PORTAL_KEY, { cursor: handedBack, kinds: ['verification'], timeoutSeconds: 0 });
+    fs.writeFileSync(issuers, issuersYaml('"*"'));
+    await reload();
+    const again = await waitForEvents(await token(first), {
+      cursor: handedBack,
+      kinds: ['verification'],
+      timeoutSeconds: 0,
+    });
     expect(again.isError, JSON.stringify(again)).toBe(true);
     expect(again.structuredContent).toEqual({
       errors: [{ code: 'BAD_USER_INPUT', argument: 'cursor', reason: 'expired' }],
