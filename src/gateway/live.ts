@@ -69,15 +69,23 @@ function appNamesToRecord(config: Config): string[] {
   return [...keyAppNames(config), ...listedAppNames(config.jwtAuth)];
 }
 
-/** Records what a configuration needs recorded (appNamesToRecord, keyAppsToCheck), given the names and the key apps. */
-export type RecordNames = (names: readonly string[], keyApps: readonly string[]) => Promise<RecordedNames>;
+/**
+ * Records what a configuration needs recorded (appNamesToRecord, keyAppsToCheck), given the names, the key apps to
+ * check, and the key apps an entry makes one app with the JWT app of their name.
+ */
+export type RecordNames = (
+  names: readonly string[],
+  keyApps: readonly string[],
+  merged: readonly string[],
+) => Promise<RecordedNames>;
 
 /**
  * Records a configuration's app names (src/store/key-app-names.ts) and reads back every name configured on the
  * database; a key app whose name an identity provider's `*` accepted before stops it (a ConfigError, nothing recorded).
  */
 export async function recordConfiguredNames(config: Config, record: RecordNames): Promise<ReadonlySet<string>> {
-  const recorded = await record(appNamesToRecord(config), keyAppsToCheck(config));
+  const { check, merged } = keyAppsToCheck(config);
+  const recorded = await record(appNamesToRecord(config), check, merged);
   if (recorded.taken !== undefined) throw takenNamesError(config, recorded.taken);
   return recorded.names;
 }
@@ -85,15 +93,16 @@ export async function recordConfiguredNames(config: Config, record: RecordNames)
 /**
  * The key apps' names that may not be names `*` accepted before: what a JWT app accepted that way created is owned by
  * its name, and a key app of that name would read it. Not those an entry makes one app with the JWT app of their own
- * name (`shop=shop`, as AUTH_APPS says a key app and a JWT app are one), whose data they share on purpose.
+ * name (`shop=shop`, as AUTH_APPS says a key app and a JWT app are one), whose data they share on purpose: `merged`.
  */
-function keyAppsToCheck(config: Config): string[] {
-  const merged = new Set(
+function keyAppsToCheck(config: Config): { check: string[]; merged: string[] } {
+  const one = new Set(
     (config.jwtAuth?.issuers ?? []).flatMap((issuer) =>
       issuer.apps.listed.flatMap((e) => (e.sameAsConfigured && e.claim === e.app ? [e.app] : [])),
     ),
   );
-  return keyAppNames(config).filter((name) => !merged.has(name));
+  const keyApps = keyAppNames(config);
+  return { check: keyApps.filter((name) => !one.has(name)), merged: keyApps.filter((name) => one.has(name)) };
 }
 
 /** The refusal of key apps named as JWT apps `*` accepted before: each app by its name and variable, never a key. */

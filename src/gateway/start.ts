@@ -123,7 +123,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // reload (docs/decisions/057). The app names configured (with keys, or listed by an identity provider's entry)
     // are recorded first, and every name recorded before read back: `*` takes none of them from the first request
     // served (docs/decisions/058). A key app named as an app `*` accepted before stops the start (a ConfigError).
-    const recordNames: RecordNames = (names, keyApps) => recordAppNames(store.db, names, now(), keyApps);
+    const recordNames: RecordNames = (names, keyApps, merged) =>
+      recordAppNames(store.db, names, now(), keyApps, merged);
     // One for the process, across reloads: a name `*` accepted is written once, whichever configuration accepted it.
     const acceptedNames = new AcceptedNames(store.db, now);
     live = new LiveConfiguration(config, {

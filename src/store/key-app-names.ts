@@ -21,12 +21,18 @@ export type RecordedNames =
  * looked up before anything is written, so that a refused configuration records nothing, and again after the names
  * are written: a replica whose `*` accepts such a name for the first time meanwhile writes it before it looks for the
  * configured names (AcceptedNames.record), so one of the two sees the other's.
+ *
+ * `merged`: key apps an entry makes one app with the JWT app of their name (`shop=shop`). Their names are no longer
+ * `*`'s once recorded as configured: the operator said the two are one app, so a later configuration that keeps the
+ * key app without the entry (the app moved from JWTs to keys) starts, and `*` never takes the name again (it is
+ * configured).
  */
 export async function recordAppNames(
   db: Kysely<Database>,
   names: Iterable<string>,
   now: number,
   keyApps: readonly string[] = [],
+  merged: readonly string[] = [],
 ): Promise<RecordedNames> {
   const before = await acceptedAmong(db, keyApps);
   if (before.length > 0) return { taken: before };
@@ -40,6 +46,12 @@ export async function recordAppNames(
   }
   const after = await acceptedAmong(db, keyApps);
   if (after.length > 0) return { taken: after };
+  const one = [...new Set(merged)];
+  for (let i = 0; i < one.length; i += 500)
+    await db
+      .deleteFrom('wildcard_app_names')
+      .where('app', 'in', one.slice(i, i + 500))
+      .execute();
   const all = await db.selectFrom('key_app_names').select('app').execute();
   return { names: new Set(all.map((r) => r.app)) };
 }

@@ -149,7 +149,7 @@ describe('a JWT app accepted through AUTH_APPS *, then a key app of its name, on
     }
   });
 
-  it('with portal=portal in AUTH_APPS the reload that adds the key app is accepted; without it the restart is refused', async () => {
+  it('with portal=portal in AUTH_APPS the reload that adds the key app is accepted, and the entry removed later keeps the key app', async () => {
     const dir = tempDataDir('wildcard-names-merge-');
     const file = path.join(dir, 'apps.yaml');
     fs.writeFileSync(file, apps(false));
@@ -168,9 +168,15 @@ describe('a JWT app accepted through AUTH_APPS *, then a key app of its name, on
     } finally {
       await t.close();
     }
-    // The entry is what makes them one: the key app kept, the entry removed, the gateway does not start.
-    const refusal = await startRefusal(() => startJwtGateway(jwks, env));
-    expect(refusal.message).toMatch(TAKEN);
+    // The operator said they are one app: the entry removed later (the app moved from JWTs to keys), the gateway starts,
+    // the key app keeps what both created, and `*` no longer takes the name (it is a configured one).
+    const after = await startJwtGateway(jwks, env);
+    try {
+      await reads(after, PORTAL, id);
+      await refused(after, token, id, /configured|configur/);
+    } finally {
+      await after.close();
+    }
   });
 });
 
