@@ -170,9 +170,36 @@ export function refuseOnSocket(
   );
 }
 
-export function mediaType(req: IncomingMessage): string {
+/** A request's Content-Type: its media type and the charset it declares (both lowercase), or null for none. */
+export interface ContentType {
+  type: string;
+  charset: string | null;
+}
+
+/** What nearly every client sends, already in the form the general case would give. */
+const PLAIN_JSON: ContentType = Object.freeze({ type: 'application/json', charset: null });
+
+/**
+ * The Content-Type of a request, split once: its media type and its `charset` parameter (RFC 9110 §8.3: the name in
+ * any case, the value a token or a quoted string). An empty charset declares none.
+ */
+export function contentType(req: IncomingMessage): ContentType {
   const header = req.headers['content-type'];
-  // What nearly every client sends, already in the form the general case would give.
-  if (header === 'application/json') return header;
-  return (header ?? '').split(';')[0]!.trim().toLowerCase();
+  if (header === 'application/json') return PLAIN_JSON;
+  const parts = (header ?? '').split(';');
+  const type = parts[0]!.trim().toLowerCase();
+  for (let i = 1; i < parts.length; i++) {
+    const part = parts[i]!;
+    const eq = part.indexOf('=');
+    if (eq === -1 || part.slice(0, eq).trim().toLowerCase() !== 'charset') continue;
+    let value = part.slice(eq + 1).trim();
+    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"'))
+      value = value.slice(1, -1).replace(/\\(.)/g, '$1');
+    return { type, charset: value ? value.toLowerCase() : null };
+  }
+  return { type, charset: null };
+}
+
+export function mediaType(req: IncomingMessage): string {
+  return contentType(req).type;
 }

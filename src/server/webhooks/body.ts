@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 
 import { WebhookErrorCode } from '../../errors.js';
-import { BodyEncodedError, BodyTooLargeError, jsonText, mediaType, readBody, unsupportedCoding } from '../respond.js';
+import { BodyEncodedError, BodyTooLargeError, contentType, jsonText, readBody, unsupportedCoding } from '../respond.js';
 
 /** How a webhook route reads its body: which media types it takes, and its refusals. */
 export interface WebhookBodyOptions {
@@ -173,9 +173,49 @@ function unsupportedType(options: WebhookBodyOptions, close: boolean): WebhookBo
 }
 
 /**
- * The one reader of webhook bodies (mobile-ID notifications, verification and identification callbacks): the media type is
- * checked before a byte is read, the size is bounded (early, from Content-Length), and the body is parsed.
- * A refusal says what to answer; `close` asks to drop the connection when the body was left unread.
+ * Declared charsets read as a body that declares none, as UTF-8: US-ASCII is a subset of it (WHATWG reads the label as
+ * windows-1252, as browsers do; a body that declares ASCII and holds UTF-8 is read as it was most likely written).
+ */
+const READ_AS_UTF8 = new Set(['utf-8', 'utf8', 'us-ascii', 'ascii']);
+
+/**
+ * The decoder of a declared charset the body is read in rather than UTF-8 (fatal: a byte invalid in it throws, where
+ * it would otherwise read as U+FFFD), null when the body is read as UTF-8, or undefined for a label TextDecoder does
+ * not know. RFC 8259 §8.1 wants JSON in UTF-8, but a sender that declares another charset says how to read its bytes,
+ * and the sender does not retry a refusal.
+ */
+function decoderFor(charset: string): TextDecoder | null | undefined {
+  if (READ_AS_UTF8.has(charset)) return null;
+  let decoder: TextDecoder;
+  try {
+    decoder = new TextDecoder(charset, { fatal: true });
+  } catch {
+    return undefined;
+  }
+  // Another label of UTF-8 (`unicode-1-1-utf-8`): read as one that names it, with the same answers.
+  return decoder.encoding === 'utf-8' ? null : decoder;
+}
+
+/** A declared charset as an answer names it: quoted, and bounded (it is the sender's text). */
+const quoted = (charset: string): string => JSON.stringify(charset.length > 64 ? `${charset.slice(0, 64)}…` : charset);
+
+/**
+ * A form body's text, read in a declared charset, as the UTF-8 form text `formFields` reads: its percent-encoded bytes
+ * are bytes of that charset (as a browser writes a form submitted in it), which URLSearchParams would read as UTF-8.
+ * Each run of them is decoded in the charset and encoded again as UTF-8; `&`, `=`, `+` and `%` among them stay encoded,
+ * so no field is split or joined. Throws (TypeError) on bytes invalid in the charset.
+ */
+function utf8FormText(text: string, decoder: TextDecoder): string {
+  if (!text.includes('%')) return text;
+  return text.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) =>
+    encodeURIComponent(decoder.decode(Buffer.from(run.replaceAll('%', ''), 'hex'))),
+  );
+}
+
+/**
+ * The one reader of webhook bodies (mobile-ID notifications, verification and identification callbacks): the media type
+ * and a declared charset are checked before a byte is read, the size is bounded (early, from Content-Length), and the
+ * body is parsed. A refusal says what to answer; `close` asks to drop the connection when the body was left unread.
  */
 export async function readWebhookBody(req: IncomingMessage, options: WebhookBodyOptions): Promise<WebhookBody> {
   // A coded body (gzip, …) is not what its Content-Type names until decoded, which no webhook does: refused, unread.
@@ -190,12 +230,25 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
       close: true,
     };
   }
-  const type = mediaType(req) || options.defaultType || '';
+  const header = contentType(req);
+  const type = header.type || options.defaultType || '';
   const declared = options.parserFor(type);
   // A type the route does not name, read as JSON: a body that does not parse gets the unsupported type's answer.
   const sniffed = !declared && options.otherTypes === 'json';
   const parser = declared ?? (sniffed ? 'json' : null);
   if (!parser) return unsupportedType(options, true);
+  // Nothing to look up for a body that declares no charset (nearly every one): it is read as UTF-8, below.
+  const decoder = header.charset === null ? null : decoderFor(header.charset);
+  if (decoder === undefined) {
+    return {
+      ok: false,
+      status: 415,
+      error: WebhookErrorCode.INVALID_REQUEST,
+      reason: 'UNSUPPORTED_MEDIA_TYPE',
+      description: `the charset ${quoted(header.charset!)} is not one the gateway can read: send the body in UTF-8`,
+      close: true,
+    };
+  }
   let raw: Buffer;
   try {
     raw = await readBody(req, options.limit);
@@ -210,20 +263,56 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
       close: true,
     };
   }
+  if (decoder !== null) return readInCharset(raw, decoder, header.charset!, parser, type, sniffed, options);
   // Decoded, bytes that are not UTF-8 would each become U+FFFD: two different identifiers could read as one.
   if (!isUtf8(raw)) return sniffed ? unsupportedType(options, false) : malformed('the body is not valid UTF-8 text');
-  if (parser === 'json') {
-    let body: unknown;
-    try {
-      body = JSON.parse(jsonText(raw)) as unknown;
-    } catch {
-      return sniffed ? unsupportedType(options, false) : malformed('the body is not valid JSON');
-    }
-    // Everything downstream (canonical JSON, schemas, digests) walks the body recursively, and stores its strings.
-    const refusal = unsound(body, MAX_WEBHOOK_DEPTH);
-    if (refusal !== null) return malformed(refusal);
-    return { ok: true, body, type };
-  }
+  if (parser === 'json') return parseJson(jsonText(raw), type, sniffed, options);
   const parsed = parser(raw.toString('utf8'));
+  return parsed.ok ? { ok: true, body: parsed.body, type } : malformed(parsed.description);
+}
+
+/** A JSON body's text, parsed and checked. */
+function parseJson(text: string, type: string, sniffed: boolean, options: WebhookBodyOptions): WebhookBody {
+  let body: unknown;
+  try {
+    body = JSON.parse(text) as unknown;
+  } catch {
+    return sniffed ? unsupportedType(options, false) : malformed('the body is not valid JSON');
+  }
+  // Everything downstream (canonical JSON, schemas, digests) walks the body recursively, and stores its strings.
+  const refusal = unsound(body, MAX_WEBHOOK_DEPTH);
+  if (refusal !== null) return malformed(refusal);
+  return { ok: true, body, type };
+}
+
+/**
+ * A body in a declared charset other than UTF-8, read as the same text in UTF-8 would be: the parsed body, and so the
+ * event's canonical JSON and digest, are the same, and a repeat in the other charset is a duplicate.
+ */
+function readInCharset(
+  raw: Buffer,
+  decoder: TextDecoder,
+  charset: string,
+  parser: NonNullable<ReturnType<WebhookBodyOptions['parserFor']>>,
+  type: string,
+  sniffed: boolean,
+  options: WebhookBodyOptions,
+): WebhookBody {
+  const invalid = () => malformed(`the body is not valid text in its declared charset ${quoted(charset)}`);
+  let text: string;
+  try {
+    // The decoder drops a UTF-8 or UTF-16 byte order mark; a GB18030 one reads as U+FEFF, dropped as jsonText does.
+    text = decoder.decode(raw);
+  } catch {
+    return invalid();
+  }
+  if (parser === 'json') return parseJson(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text, type, sniffed, options);
+  let form: string;
+  try {
+    form = utf8FormText(text, decoder);
+  } catch {
+    return invalid();
+  }
+  const parsed = parser(form);
   return parsed.ok ? { ok: true, body: parsed.body, type } : malformed(parsed.description);
 }
