@@ -1,8 +1,8 @@
-// A webhook body sent in a charset its Content-Type declares (`charset=windows-1251`, `utf-16le`, `iso-8859-1`) is read
-// in that charset, JSON and form fields alike: the senders do not retry a 400, so refusing a body whose bytes say exactly
-// how to read them would lose the result. Read, it is the same body as the same text in UTF-8: a repeat in the other
-// charset is a duplicate. A charset the gateway cannot read is a 415, bytes invalid in the declared one a 400, both
-// naming the charset, and neither stores anything.
+// A webhook body sent in a charset its Content-Type declares (`charset=windows-1251`, `utf-16le`, `iso-8859-1`) is
+// read in that charset, JSON and form fields alike: the senders do not retry a 400, so refusing a body whose bytes say
+// exactly how to read them would lose the result. Read, it is the same body as the same text in UTF-8: a repeat in the
+// other charset is a duplicate. A charset the gateway cannot read is a 415, bytes invalid in the declared one a 400,
+// both naming the charset, and neither stores anything.
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -97,7 +97,7 @@ describe('a verification callback in a declared charset', () => {
     expect(await completion(v.id)).toMatchObject({ status: 'S2', payload: { lastName: 'Müller-Lüdenscheidt' } });
   });
 
-  it('reads form fields in the charset, percent-encoded or not, and the same fields in UTF-8 are a duplicate', async () => {
+  it('reads form fields in it, percent-encoded or not, and the same fields in UTF-8 are a duplicate', async () => {
     const v = await verification();
     const before = await events();
     // As a browser writes a form submitted in windows-1251: each byte of Иванов percent-encoded, `&` and `=` in a
