@@ -25,8 +25,11 @@ export function mayApprove(
   return caller.approves === undefined || caller.approves.includes(plan.app);
 }
 
-/** What `caller` may approve, as the store filters pending plans: the domain sets and apps (undefined: every app). */
-export function approvable(caller: Caller): { domains: string[]; apps: readonly string[] | undefined } {
+/**
+ * What `caller` may approve, as the store filters pending plans: the domain sets, the apps (undefined: every app), and
+ * never its own (`notOwner`: a plan is approved by another app than the one that made it).
+ */
+export function approvable(caller: Caller): Approvable {
   const held = (Object.keys(APPROVE_SCOPE) as WriteDomain[]).filter((d) => caller.grants.has(APPROVE_SCOPE[d]));
   // Stored as the sorted, comma-joined domains of the plan: every non-empty subset of those held.
   const domains: string[] = [];
@@ -37,5 +40,12 @@ export function approvable(caller: Caller): { domains: string[]; apps: readonly 
         .sort()
         .join(','),
     );
-  return { domains, apps: caller.approves };
+  return { domains, apps: caller.approves, notOwner: caller.scope };
+}
+
+/** The pending plans an approver may approve, as the store filters them (approvable). */
+export interface Approvable {
+  domains: readonly string[];
+  apps: readonly string[] | undefined;
+  notOwner: string;
 }

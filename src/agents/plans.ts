@@ -7,7 +7,7 @@ import {
   type AgentPlanRow,
   type AgentPlanRows,
 } from '../store/agent-plans.js';
-import { approvable, mayApprove } from './approvers.js';
+import { approvable, mayApprove, type Approvable } from './approvers.js';
 
 export type AgentPlanStatus = 'pending' | 'approved' | 'executing' | 'succeeded' | 'failed' | 'unknown' | 'declined';
 
@@ -172,10 +172,7 @@ export class AgentPlans {
    * within RECHECK_MS for one on another (the list is read again, and given only when it differs). Ends when the
    * iterator is returned.
    */
-  private watchPending(
-    first: number,
-    of: { domains: readonly string[]; apps: readonly string[] | undefined },
-  ): AsyncIterableIterator<AgentPlan[]> {
+  private watchPending(first: number, of: Approvable): AsyncIterableIterator<AgentPlan[]> {
     let dirty = true;
     let wake: (() => void) | null = null;
     let done = false;
@@ -323,10 +320,7 @@ export class AgentPlans {
    * approval under `approverOnly`), newest first
    * (at most `first`, 1 to MAX_AUDIT_ROWS): of these domain sets, and of these apps (undefined: every app).
    */
-  private async pending(
-    first: number,
-    of: { domains: readonly string[]; apps: readonly string[] | undefined },
-  ): Promise<AgentPlan[]> {
+  private async pending(first: number, of: Approvable): Promise<AgentPlan[]> {
     if (of.domains.length === 0 || of.apps?.length === 0) return [];
     const now = this.now();
     const rows = await this.rows.pending({

@@ -89,6 +89,8 @@ export class AgentPlanRows {
     lostBefore: number;
     limit: number;
     approverOnly: boolean;
+    /** The approver's own owner scope: its own plans, which it may never approve, are left out. */
+    notOwner: string;
   }): Promise<AgentPlanRow[]> {
     let q = this.db
       .selectFrom('agent_plans')
@@ -106,6 +108,7 @@ export class AgentPlanRows {
         ]),
       )
       .where('domains', 'in', o.domains)
+      .where('owner', '!=', o.notOwner)
       .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', o.now)]));
     if (o.apps) q = q.where('app', 'in', o.apps);
     return q.orderBy('created_at', 'desc').limit(o.limit).execute();

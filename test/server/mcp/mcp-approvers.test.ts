@@ -104,4 +104,19 @@ describe('an approver sees and approves only the plans it may approve', () => {
     );
     expect(cloudPending.data!.pendingAgentPlans.map((p) => p.id)).toEqual([agentPlan]);
   });
+
+  it("an app that both plans and approves is not shown its own plans, which it may never approve, and sees the others'", async () => {
+    const both = 'both-key-0123456789abcd';
+    const file = appsFile('mcp-approvers-both-', [
+      { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: KEYS.agent },
+      { name: 'both', scopes: ['cloud:read', 'cloud:write', 'cloud:approve'], key: both },
+    ]);
+    const gw = await start({ GATEWAY_APPS_FILE: file, MCP_MUTATIONS: 'approve' });
+    const own = await planOf(gw, both, 'create_project', { name: 'own' });
+    const other = await planOf(gw, KEYS.agent, 'create_project', { name: 'other' });
+    expect((await gw.graphql(PENDING, {}, { key: both })).data).toEqual({ pendingAgentPlans: [{ id: other }] });
+    // Its own plan stays what it was: refused to it, by its own app's word.
+    const refused = await gw.graphql(APPROVE, { id: own }, { key: both });
+    expect(refused.errors![0]!.extensions).toMatchObject({ code: 'CONFLICT' });
+  });
 });
