@@ -200,7 +200,8 @@ export class UpstreamCircuitOpenError extends GatewayError {
 
 /**
  * A request to an upstream not known to honour Idempotency-Key failed in a way that leaves its outcome
- * unknown (docs/decisions/011). It was not sent again; the idempotency layer adds the keys to retry with.
+ * unknown (docs/decisions/011), or any upstream answered a creation with a redirect (a 3xx `status`, which the gateway
+ * does not follow: docs/decisions/166). It was not sent again; the idempotency layer adds the keys to retry with.
  */
 export class UpstreamOutcomeUnknownError extends GatewayError {
   constructor(
@@ -212,8 +213,11 @@ export class UpstreamOutcomeUnknownError extends GatewayError {
   ) {
     super(
       ErrorCode.UPSTREAM_OUTCOME_UNKNOWN,
-      `${upstream} may or may not have applied the request (${reason}); it was not sent again because ${upstream} is not known to honour Idempotency-Key. ` +
-        `Calling again with the same idempotencyKey sends it once more under the same upstream key: do so once you know it did not take effect, or when a duplicate is acceptable`,
+      status !== undefined && status >= 300 && status < 400
+        ? `${upstream} answered with a redirect (${reason}), which the gateway does not follow: it may or may not have applied the request, and it was not sent again. ` +
+            `Calling again with the same idempotencyKey sends it once more under the same upstream key, which an upstream that honours Idempotency-Key answers without applying it twice`
+        : `${upstream} may or may not have applied the request (${reason}); it was not sent again because ${upstream} is not known to honour Idempotency-Key. ` +
+            `Calling again with the same idempotencyKey sends it once more under the same upstream key: do so once you know it did not take effect, or when a duplicate is acceptable`,
       { upstream, reason, attempts, ...(status !== undefined ? { status } : {}), ...keys },
     );
   }

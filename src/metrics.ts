@@ -232,7 +232,7 @@ export class Metrics {
 
   readonly upstreamOutcomeUnknown = new Counter({
     name: 'gateway_upstream_outcome_unknown_total',
-    help: 'Requests to an upstream not known to honour Idempotency-Key whose outcome was unknown and that were not repeated (UPSTREAM_OUTCOME_UNKNOWN).',
+    help: 'Requests whose outcome was unknown and that were not repeated (UPSTREAM_OUTCOME_UNKNOWN): to an upstream not known to honour Idempotency-Key, or a creation answered with a redirect (3xx).',
     labelNames: ['upstream', 'route'] as const,
     registers: [this.registry],
   });

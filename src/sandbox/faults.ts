@@ -20,6 +20,8 @@ import { requestPath, sendJson } from './http.js';
  *   HTML body instead of JSON.
  * - `'ok-no-id'`: the request is processed, and the success status comes with a JSON
  *   body that has no id.
+ * - `'see-other'`: the request is processed, and a success is answered `303 See Other` instead
+ *   ("created, see there"), its `Location` a path of the same sandbox, its body the answer's.
  */
 export const FAULT_KINDS = [
   '503',
@@ -32,6 +34,7 @@ export const FAULT_KINDS = [
   '500-html',
   'ok-not-json',
   'ok-no-id',
+  'see-other',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -97,7 +100,7 @@ export type FaultOutcome =
       readonly fault?: string;
       readonly alter?: (body: unknown) => unknown;
       readonly delayAnswerMs?: number;
-      readonly answerAs?: 'not-json' | 'no-id';
+      readonly answerAs?: 'not-json' | 'no-id' | 'see-other';
     }
   /** The injector answered with `status`; the request must not be processed. */
   | { readonly action: 'answered'; readonly fault: string; readonly status: number }
@@ -227,6 +230,7 @@ export class FaultInjector {
     if (fault === 'slow') return { action: 'proceed', resetAfter: false, fault: label, delayAnswerMs: this.slowMs };
     if (fault === 'ok-not-json') return { action: 'proceed', resetAfter: false, fault: label, answerAs: 'not-json' };
     if (fault === 'ok-no-id') return { action: 'proceed', resetAfter: false, fault: label, answerAs: 'no-id' };
+    if (fault === 'see-other') return { action: 'proceed', resetAfter: false, fault: label, answerAs: 'see-other' };
     if (fault === '500-html') {
       const page =
         '<!DOCTYPE html><html><head><title>500 Internal Server Error</title></head><body><h1>Internal Server Error</h1></body></html>';

@@ -155,11 +155,14 @@ export function createJsonApiHandler(options: {
       return;
     }
     if (outcome.answerAs !== undefined && result.status >= 200 && result.status < 300) {
-      // The work is done; the answer that says so is unusable (a proxy page, or JSON without the id).
+      // The work is done; the answer that says so is unusable (a proxy page, or JSON without the id), or a redirect to
+      // where the created resource would be read.
       result =
         outcome.answerAs === 'not-json'
           ? { status: result.status, html: '<!DOCTYPE html><html><body>Created</body></html>' }
-          : { status: result.status, body: { status: 'created' } };
+          : outcome.answerAs === 'see-other'
+            ? { status: 303, headers: { ...result.headers, location: `${path}/see-other` }, body: result.body }
+            : { status: result.status, body: { status: 'created' } };
     }
     if (outcome.delayAnswerMs !== undefined) {
       const delay = outcome.delayAnswerMs;

@@ -62,6 +62,10 @@ export interface UpstreamRequest {
   path: string;
   /** Low-cardinality route name for metrics, e.g. `POST /ocs/v1/services`. */
   route: string;
+  /**
+   * An `Idempotency-Key` among them makes the request a creation: a redirect (3xx) answering it is an unknown outcome
+   * (UPSTREAM_OUTCOME_UNKNOWN), not a refusal, since the upstream may have applied it.
+   */
   headers?: Record<string, string>;
   body?: unknown;
   /**
@@ -72,7 +76,7 @@ export interface UpstreamRequest {
   authorize?: (log: RequestLog | undefined) => Record<string, string> | Promise<Record<string, string>>;
   /** On a 401, may refresh credentials and return true to retry once at once. */
   onUnauthorized?: () => Promise<boolean>;
-  /** Maps a 4xx status to an error code other than UPSTREAM_REJECTED. */
+  /** Maps a 4xx status (a 3xx, on a request that is no creation) to an error code other than UPSTREAM_REJECTED. */
   rejectCode?: (status: number) => ErrorCode;
   /** A lookup with no effect upstream (verification results): repeated after any transient failure. */
   readOnly?: boolean;
@@ -299,10 +303,10 @@ export class UpstreamHttp {
         if (await req.onUnauthorized()) {
           call.attempts += 1;
           const again = await this.sendThrough(req, call.inject);
-          return this.classify(req, again);
+          return this.classify(call, again);
         }
       }
-      return this.classify(req, res);
+      return this.classify(call, res);
     } catch (error) {
       const { name, metrics } = this.options;
       if (error instanceof CircuitRefusal) {
@@ -462,13 +466,28 @@ export class UpstreamHttp {
     );
   }
 
-  private classify(req: UpstreamRequest, res: UpstreamResponse): UpstreamResponse {
+  private classify(call: Call, res: UpstreamResponse): UpstreamResponse {
+    const req = call.req;
     if (res.status >= 200 && res.status < 300) return res;
     if (res.status === 429 || res.status >= 500) {
       const retryAfter = retryAfterMs(res.headers['retry-after']);
       const outcome: Outcome =
         res.status === 429 || (res.status === 503 && retryAfter !== undefined) ? 'not-processed' : 'unknown';
       throw new TransientFailure(`HTTP ${res.status}`, outcome, res.status, retryAfter);
+    }
+    if (res.status < 400 && req.readOnly !== true && carriesIdempotencyKey(req.headers)) {
+      // A redirect answering a creation ("303 See Other": created, see there) is no refusal: the upstream may have
+      // applied the request. It is not followed (its Location may be another host, which the gateway's credentials
+      // must not reach) nor repeated (the same request would be answered the same way): the outcome is unknown, and
+      // the idempotency layer keeps the key bound to the request, so that the app's retry sends the same key again.
+      const { name, metrics } = this.options;
+      // The status and the upstream only: the answer may quote the request, and its Location may hold a token.
+      this.loggerOf(req).warn(
+        { upstream: name, route: req.route, status: res.status, attempt: call.attempts },
+        'upstream answered a creation with a redirect, not followed; its outcome is unknown and it was not repeated',
+      );
+      metrics.upstreamOutcomeUnknown.inc({ upstream: name, route: req.route });
+      throw new AbortError(new UpstreamOutcomeUnknownError(name, `HTTP ${res.status}`, call.attempts, res.status));
     }
     const code = req.rejectCode?.(res.status) ?? ErrorCode.UPSTREAM_REJECTED;
     throw new AbortError(new UpstreamRejectedError(this.options.name, res.status, res.body, code));
@@ -607,6 +626,12 @@ function holdsCredential(name: string): boolean {
     if (credentialHeaders.size < 256) credentialHeaders.set(name, holds);
   }
   return holds;
+}
+
+/** Whether `headers` carry an Idempotency-Key (in any letter case): the request is a creation. */
+function carriesIdempotencyKey(headers: Record<string, string> | undefined): boolean {
+  for (const h in headers) if (/^idempotency-key$/i.test(h)) return true;
+  return false;
 }
 
 /** Whether `headers` name a content type in any letter case. */

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 
 import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { M } from '../helpers/cloud.js';
-import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { gatewaysPerTest, logLines, startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 
 const gateway = gatewaysPerTest();
 
@@ -170,6 +170,56 @@ describe('idempotency of mutations', () => {
     });
     expect(res.errors![0]!.message).toContain('the balance does not cover the service');
     expect(projectCalls(gw)).toHaveLength(1);
+  });
+
+  it('takes a 303 See Other answering a creation as an unknown outcome, not a refusal: not followed, the key stays bound, and the retry sends the same key', async () => {
+    const gw = await gateway();
+    const cloud = gw.gateway.sandbox.cloud!;
+    // The upstream creates the project and answers "303 See Other" (created, see there) instead of its 201.
+    cloud.faults.enqueueFor('/apis/projects/public/v4/projects', 'see-other');
+    const key = randomUUID();
+    const first = await gw.graphql(M.project, { input: { name: 'seen-elsewhere' }, key });
+    expect(first.errors).toHaveLength(1);
+    expect(first.errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_OUTCOME_UNKNOWN',
+      upstream: 'cloud',
+      status: 303,
+      attempts: 1,
+      idempotencyKey: key,
+      upstreamIdempotencyKey: sent(key),
+    });
+    expect(first.errors![0]!.message).toContain('redirect');
+    expect(JSON.stringify(first)).not.toContain('UPSTREAM_REJECTED');
+    const created = cloud.projects();
+    expect(created).toHaveLength(1);
+    // Neither repeated nor followed: one request, none to the Location.
+    expect(projectCalls(gw)).toHaveLength(1);
+    expect(cloud.requests.filter((r) => r.path.endsWith('/see-other'))).toHaveLength(0);
+
+    // The key stays bound to its request: another input is refused before the wire.
+    const other = await gw.graphql(M.project, { input: { name: 'another' }, key });
+    expect(other.errors![0]!.extensions!.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect(projectCalls(gw)).toHaveLength(1);
+
+    // The same input is sent again under the same upstream key, which the cloud answers with the one it created.
+    const retry = await gw.graphql(M.project, { input: { name: 'seen-elsewhere' }, key });
+    expect(retry.errors).toBeUndefined();
+    expect(retry.data!.createProject).toMatchObject({
+      project: { id: created[0]!.id, name: 'seen-elsewhere' },
+      idempotencyKey: key,
+      upstreamIdempotencyKey: sent(key),
+      replayed: false,
+    });
+    expect(projectCalls(gw).map((c) => c.headers['idempotency-key'])).toEqual([sent(key), sent(key)]);
+    expect(cloud.projects()).toHaveLength(1);
+
+    // One warning, naming the status and the upstream, never the answer (which holds the created id).
+    const warned = logLines<{ level: number; msg: string; upstream?: string; status?: number }>(gw, (l) =>
+      /redirect/.test(l.msg),
+    );
+    expect(warned).toEqual([expect.objectContaining({ level: 40, upstream: 'cloud', status: 303 })]);
+    expect(JSON.stringify(warned)).not.toContain(created[0]!.id);
+    expect(gw.logs()).not.toContain('UPSTREAM_REJECTED');
   });
 
   it('forgets records after IDEMPOTENCY_RETENTION', async () => {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { FaultKind } from '../../src/sandbox/faults.js';
+import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { M, ok, SSH_KEY } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -10,9 +11,10 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
  * cell), injected by the sandbox over real HTTP. Each cell ends in exactly one upstream resource or a clear error, and
  * a retry with the same key ends in exactly one resource. A 2xx whose id cannot be read (`kept`) is a creation: the
  * answer is kept under the key (UPSTREAM_ANSWER_INCOMPLETE), and a retry replays that, never creating another
- * (docs/decisions/042).
+ * (docs/decisions/042). A redirect (`unknown`) is neither a refusal nor followed: the outcome is unknown, the key stays
+ * bound to its request, and the app's retry sends the same upstream key again (docs/decisions/166).
  */
-const CELLS: ReadonlyArray<{ fault: FaultKind; name: string; retried: boolean; kept?: true }> = [
+const CELLS: ReadonlyArray<{ fault: FaultKind; name: string; retried: boolean; kept?: true; unknown?: true }> = [
   { fault: '503', name: '503 with Retry-After', retried: true },
   { fault: '429', name: '429 with Retry-After', retried: true },
   {
@@ -23,6 +25,7 @@ const CELLS: ReadonlyArray<{ fault: FaultKind; name: string; retried: boolean; k
   { fault: 'timeout', name: 'no answer at all (attempt timeout)', retried: true },
   { fault: 'slow', name: 'work done, answer slower than the attempt timeout', retried: true },
   { fault: '500-html', name: '500 with an HTML body', retried: true },
+  { fault: 'see-other', name: '303 See Other after the upstream did the work', retried: false, unknown: true },
   // Work done upstream, answer unusable: kept under the key, and the app told so (cloud, and the identity creations
   // whose id is only in the answer: createIdentification below).
   { fault: 'ok-not-json', name: '2xx whose body is not JSON', retried: false, kept: true },
@@ -188,6 +191,21 @@ describe('fault matrix: every cloud creation mutation against every upstream fau
           });
           expect(upstreamResources() - before, `${label}: still one resource upstream after the retry`).toBe(1);
           continue;
+        } else if (cell.unknown) {
+          expect(first.errors?.[0]?.extensions, `${label}: the outcome is unknown, not refused`).toMatchObject({
+            code: 'UPSTREAM_OUTCOME_UNKNOWN',
+            status: 303,
+            idempotencyKey: key,
+            upstreamIdempotencyKey: upstreamKey('open', key),
+          });
+          // The key stays bound to its request: another input with it is refused before the wire.
+          const input = variables.input;
+          const renamed =
+            'name' in input ? { name: `${String(input.name)}-other` } : { title: `${String(input.title)}-other` };
+          const other = await gw.graphql(M[row.mutation], { input: { ...input, ...renamed }, key });
+          expect(other.errors?.[0]?.extensions?.code, `${label}: another input with the key`).toBe(
+            'IDEMPOTENCY_KEY_REUSED',
+          );
         } else if (first.errors) {
           expect(CLEAR_ERRORS.has(first.errors[0]!.extensions!.code), `${label}: ${JSON.stringify(first.errors)}`).toBe(
             true,
@@ -207,6 +225,12 @@ describe('fault matrix: every cloud creation mutation against every upstream fau
           );
         }
         expect(upstreamResources() - before, `${label}: still one resource upstream after the retry`).toBe(1);
+        if (cell.unknown) {
+          const sentUnder = gw.gateway.sandbox.cloud!.requests.filter(
+            (r) => r.path === row.path && r.headers['idempotency-key'] === upstreamKey('open', key),
+          );
+          expect(sentUnder.length, `${label}: the retry sent the same upstream key`).toBe(2);
+        }
         expect((await gw.gateway.services.ledger.get(resource.id))?.id, `${label}: the ledger holds it`).toBe(
           resource.id,
         );
@@ -261,6 +285,7 @@ const IDENTITY_OUTCOMES: Partial<Record<FaultKind, string>> = {
   timeout: 'UPSTREAM_OUTCOME_UNKNOWN',
   slow: 'UPSTREAM_OUTCOME_UNKNOWN',
   '500-html': 'UPSTREAM_OUTCOME_UNKNOWN',
+  'see-other': 'UPSTREAM_OUTCOME_UNKNOWN',
 };
 
 describe('fault matrix: every identity creation mutation against every upstream fault', () => {
@@ -392,6 +417,11 @@ describe('fault matrix: every composite provisioning against every upstream faul
         let state = await settle(id);
         expect(faults.pending, `${label}: the fault was injected`).toBe(0);
         if (cell.retried) expect(state.state, `${label}: retried under the same key to success`).toBe('SUCCEEDED');
+        if (cell.unknown)
+          expect(
+            state.steps.find((s) => s.name === 'network'),
+            `${label}: ${JSON.stringify(state.steps)}`,
+          ).toMatchObject({ state: 'FAILED', error: { code: 'UPSTREAM_OUTCOME_UNKNOWN' } });
         if (cell.kept) {
           // The network exists upstream but its id cannot be read: the step is stopped, and a resume replays its kept
           // answer instead of creating a second network (a configured path completes it: test/cloud/unreadable-created-id).

@@ -39,6 +39,7 @@ type Fault =
   | 'the upstream answers 429'
   | "the upstream's circuit is open"
   | 'the upstream answers 2xx without a readable id'
+  | 'the upstream answers a creation with a redirect (3xx)'
   | "the identity provider's JWKS is unreachable";
 
 type Surface =
@@ -241,6 +242,16 @@ export const MATRIX: readonly Cell[] = [
     retryAfter: null,
     recovery:
       'created once upstream (cloud and identity); the answer is kept with the key, and a retry with the same key reads it again, sending nothing',
+  },
+  {
+    fault: 'the upstream answers a creation with a redirect (3xx)',
+    operation: 'creation',
+    surfaces: GRAPHQL,
+    code: 'UPSTREAM_OUTCOME_UNKNOWN',
+    status: 200,
+    retryAfter: null,
+    recovery:
+      'the redirect is not followed, and it may have been created upstream; the key stays bound to its request (another input with it is `IDEMPOTENCY_KEY_REUSED`), and a retry with the same key sends the same upstream key: created once where the upstream honours it',
   },
   {
     fault: "the identity provider's JWKS is unreachable",
@@ -565,6 +576,63 @@ async function keptCells(cell: Cell, rig: Rig): Promise<void> {
   }
 }
 
+/**
+ * The cells of a creation answered "303 See Other" once the upstream created it, on the cloud (createProject) and on the
+ * identity interface (createIdentification): each surface's creation is answered as the cell says, sending nothing to
+ * the Location; another input with its key is refused before the wire; the retry with the same key and input is sent
+ * once more, under the same upstream key, and answered with the one created.
+ */
+async function redirectCells(cell: Cell, rig: Rig): Promise<void> {
+  const PROJECTS = '/apis/projects/public/v4/projects';
+  for (const surface of cell.surfaces) {
+    const gw = gatewayOf(rig, surface);
+    const cloud = gw.gateway.sandbox.cloud!;
+    const identity = gw.gateway.sandbox.identification!;
+    const workflowId = `wf-matrix-${randomUUID()}`;
+    const made = creation();
+    const identification = { input: { workflowId }, idempotencyKey: randomUUID() };
+    const targets = [
+      {
+        name: 'cloud',
+        query: CREATE,
+        variables: made.variables,
+        other: { ...made.variables, input: { name: `${made.name}-other`, description: '' } },
+        sandbox: cloud,
+        path: PROJECTS,
+        created: () => projectsNamed(gw, made.name),
+      },
+      {
+        name: 'identity',
+        query: IDENTIFY,
+        variables: identification,
+        other: { ...identification, input: { workflowId: `${workflowId}-other` } },
+        sandbox: identity,
+        path: IDENTIFICATIONS_PATH,
+        created: () => identity.identifications().filter((i) => i.workflowId === workflowId).length,
+      },
+    ];
+    for (const target of targets) {
+      const label = `${cell.fault} × ${surface} × ${target.name} creation`;
+      const sent = () => target.sandbox.requests.filter((r) => r.path.startsWith(target.path));
+      const sentBefore = sent().length;
+      target.sandbox.faults.enqueueFor(target.path, 'see-other');
+      const first = await send(surface, rig, target.query, target.variables);
+      expectAnswer(cell, surface, first, label);
+      expect(target.created(), `${label}: created upstream`).toBe(1);
+      expect(sent().length - sentBefore, `${label}: not followed`).toBe(1);
+      const other = await send(surface, rig, target.query, target.other);
+      expect(other.code, `${label}, another input: ${other.raw}`).toBe('IDEMPOTENCY_KEY_REUSED');
+      const again = await send(surface, rig, target.query, target.variables);
+      expect(again.code, `${label}, retried: ${again.raw}`).toBeNull();
+      const keys = sent()
+        .slice(sentBefore)
+        .map((r) => r.headers['idempotency-key']);
+      expect(keys, `${label}: the retry sent the same upstream key`).toEqual([keys[0], keys[0]]);
+      expect(target.created(), `${label}: still once upstream`).toBe(1);
+    }
+  }
+}
+
 /** The query cells of `cell`: answered as the cell says during the fault, and answered after it. */
 async function queryCells(cell: Cell, rig: Rig, during: (work: () => Promise<void>) => Promise<void>): Promise<void> {
   await during(async () => {
@@ -859,6 +927,8 @@ describe('the fault matrix', () => {
     );
     it('the upstream answers 2xx without a readable id: a creation is UPSTREAM_ANSWER_INCOMPLETE on every surface, kept with the key; its retry sends nothing', () =>
       keptCells(cellOf('the upstream answers 2xx without a readable id', 'creation'), rig));
+    it('the upstream answers a creation with a redirect (3xx): a creation is UPSTREAM_OUTCOME_UNKNOWN on every surface, the key bound to it; its retry sends the same key', () =>
+      redirectCells(cellOf('the upstream answers a creation with a redirect (3xx)', 'creation'), rig));
   });
 
   describe("the upstream's circuit open", () => {

@@ -122,11 +122,13 @@ const TABLE: Array<[string, Reply, string, string, number]> = [
     4,
   ],
   ['204 where a body is due', ['HTTP/1.1 204 No Content\r\n\r\n'], INCOMPLETE, NO_ID, 1],
+  // A redirect answering a creation is not followed and may hide a creation: the outcome is unknown, and the key stays
+  // bound to its request, so the second call sends the same key again (docs/decisions/166).
   [
     '302 to another host',
     answer(302, '', { location: 'http://elsewhere.invalid/steal' }),
-    'UPSTREAM_REJECTED',
-    'UPSTREAM_REJECTED',
+    'UPSTREAM_OUTCOME_UNKNOWN',
+    'UPSTREAM_OUTCOME_UNKNOWN',
     2,
   ],
   [

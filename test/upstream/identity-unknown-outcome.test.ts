@@ -61,6 +61,8 @@ const UNKNOWN: Array<[string, FaultSpec]> = [
   ['a reset before the answer', 'reset'],
   ['a reset after the upstream processed it', 'reset-after'],
   ['a timeout', 'timeout'],
+  // A redirect answering the creation ("created, see there") is no refusal: neither followed nor repeated.
+  ['a 303 See Other after the upstream processed it', 'see-other'],
 ];
 
 /** The upstream said it did not process the request. */
