@@ -59,6 +59,16 @@ export interface TrustedDocumentsStage {
   ): { ok: true; query: string } | { ok: false; message: string; code: string };
 }
 
+/**
+ * With TRUSTED_DOCUMENTS off, the check of Apollo's persisted-query extension and of a `documentId` that POST /graphql
+ * makes (src/server/trusted-documents.ts untrustedRefusal): a refusal, or null to run the text as it was sent.
+ */
+export type UntrustedCheck = (request: {
+  query?: unknown;
+  documentId?: unknown;
+  extensions?: unknown;
+}) => { message: string; code: string } | null;
+
 /** The transports, as metrics and logs name them. */
 export type TransportName = 'http' | 'ws' | 'sse' | 'mcp';
 
@@ -131,6 +141,8 @@ export interface PipelineOptions {
   readonly admit: Admission;
   readonly runner: OperationRunner;
   readonly trusted: TrustedDocumentsStage | undefined;
+  /** The trusted-documents stage when TRUSTED_DOCUMENTS is off (`trusted` undefined). */
+  readonly untrusted: UntrustedCheck;
   readonly context: (caller: Caller, requestId: string) => GraphQLContext;
   readonly logger: Logger;
   /** The schema the cost of an operation is read from (the rate limit's rule). */
@@ -230,15 +242,13 @@ export function createPipeline(o: PipelineOptions): Pipeline {
           errors: [new GraphQLError(admission.message, { extensions: { code: admission.code } })],
         };
       query = admission.query;
-    } else if (params.documentId !== undefined) {
-      return {
-        stage: 'trusted',
-        errors: [
-          new GraphQLError('this gateway has no trusted documents: send the query', {
-            extensions: { code: ErrorCode.BAD_REQUEST },
-          }),
-        ],
-      };
+    } else {
+      const refused = o.untrusted(params);
+      if (refused !== null)
+        return {
+          stage: 'trusted',
+          errors: [new GraphQLError(refused.message, { extensions: { code: refused.code } })],
+        };
     }
     if (typeof query !== 'string' || query === '')
       return {

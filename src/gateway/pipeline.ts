@@ -25,7 +25,12 @@ import { provisioningResolvers } from '../graphql/provisioning.js';
 import { buildSchema } from '../graphql/schema.js';
 import type { Logger } from '../logger.js';
 import { DirectPath } from '../server/direct-path.js';
-import type { Admission, OperationRequest, TrustedDocuments } from '../server/trusted-documents.js';
+import {
+  untrustedRefusal,
+  type Admission,
+  type OperationRequest,
+  type TrustedDocuments,
+} from '../server/trusted-documents.js';
 import type { Services } from '../services.js';
 import { nameOperationApp } from '../telemetry/operations.js';
 import type { Tracing } from '../telemetry/tracing.js';
@@ -147,6 +152,8 @@ export async function buildPipeline(
       sse: streamingExecution(tracing, 'sse', shared, documents.hideSuggestions, sources),
     },
     trusted,
+    // With trusted documents off, graphql-ws answers Apollo's persisted-query extension as POST /graphql's Apollo does.
+    untrusted: untrustedRefusal,
     logger,
     context: (caller, requestId) => parts.contextFor(caller, requestId),
     live: services.liveSubscriptions,

@@ -17,6 +17,7 @@ import { Delivery, type Holding } from './held-credentials.js';
 import type { Route, RouteContext } from './http.js';
 import { BodyEncodedError, BodyTooLargeError, jsonText, readBody, refuseShuttingDown, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
+import { untrustedRefusal, type DocumentRefusal } from './trusted-documents.js';
 
 export const SSE_PATH = '/graphql/stream';
 /** The header and query parameter graphql-sse's single-connection mode names a reserved stream by. */
@@ -64,7 +65,10 @@ interface SseContext {
    * replaced by one that names no stream (see `handle`).
    */
   stream?: string;
-  /** A refusal of trusted documents, delivered as the operation's result (see onSubscribe). */
+  /**
+   * A refusal of trusted documents (with them off, of Apollo's persisted-query extension), delivered as the operation's
+   * result (see onSubscribe).
+   */
   refusal?: GraphQLError;
   /** The context of the request's operation, for graphql-sse's onNext and onComplete (set by onSubscribe). */
   operation?: GraphQLContext;
@@ -499,22 +503,42 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     for (const operation of [...(endingOn.get(token)?.keys() ?? [])]) drop(operation);
   }
 
+  /**
+   * The request's operation as the trusted documents admit it (`refusal`, answered by onSubscribe, when they refuse
+   * it); with them off, as POST /graphql's Apollo answers its persisted-query extension and `documentId`
+   * (untrustedRefusal), and `params` itself when it runs as it was sent.
+   */
   function admit(params: Params, context: SseContext): Params {
-    if (!options.trusted) return params;
-    const admission = options.trusted.admit(params, context.caller.scope);
-    const { documentId: _id, ...rest } = params;
-    if (!admission.ok) {
-      context.refusal = new GraphQLError(admission.message, { extensions: { code: admission.code } });
-      return { ...rest, query: '', extensions: undefined };
+    if (!options.trusted) {
+      const refused = untrustedRefusal(params);
+      return refused === null ? params : refuse(params, refused, context);
     }
+    const admission = options.trusted.admit(params, context.caller.scope);
+    if (!admission.ok) return refuse(params, admission, context);
+    const { documentId: _id, ...rest } = params;
     return { ...rest, query: admission.query, extensions: admission.extensions };
   }
 
-  /** A GET's operation is in its query string: resolved there, and the URL rebuilt. */
+  /**
+   * A refused operation goes on to onSubscribe, which answers `refusal` as its result, with nothing of what it asked
+   * for but the id a reserved stream names it by (`extensions.operationId`): without it graphql-sse refuses the request
+   * as one naming no operation, and the client of a reserved stream is told a bare 400 instead of the refusal.
+   */
+  function refuse(params: Params, refused: DocumentRefusal, context: SseContext): Params {
+    context.refusal = new GraphQLError(refused.message, { extensions: { code: refused.code } });
+    const { documentId: _id, extensions, ...rest } = params;
+    const operationId =
+      extensions !== null && typeof extensions === 'object'
+        ? (extensions as { operationId?: unknown }).operationId
+        : undefined;
+    return { ...rest, query: '', extensions: operationId === undefined ? undefined : { operationId } };
+  }
+
+  /** A GET's operation is in its query string: resolved there, and the URL rebuilt when that changed it. */
   function admitSearch(url: string, context: SseContext): string {
-    if (!options.trusted) return url;
     const q = url.indexOf('?');
-    const search = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
+    if (q === -1) return url;
+    const search = new URLSearchParams(url.slice(q + 1));
     if (!search.has('query') && !search.has('documentId') && !search.has('extensions')) return url;
     let extensions: unknown;
     try {
@@ -522,15 +546,18 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     } catch {
       return url; // graphql-sse answers 400 for the unparsable parameter
     }
-    const admitted = admit(
-      { query: search.get('query') ?? undefined, documentId: search.get('documentId') ?? undefined, extensions },
-      context,
-    );
+    const sent = {
+      query: search.get('query') ?? undefined,
+      documentId: search.get('documentId') ?? undefined,
+      extensions,
+    };
+    const admitted = admit(sent, context);
+    if (admitted === sent) return url;
     search.delete('documentId');
     search.set('query', admitted.query as string);
     if (admitted.extensions === undefined) search.delete('extensions');
     else search.set('extensions', JSON.stringify(admitted.extensions));
-    return `${q === -1 ? url : url.slice(0, q)}?${search.toString()}`;
+    return `${url.slice(0, q)}?${search.toString()}`;
   }
 
   function reserve(token: string, scope: string): void {

@@ -299,6 +299,40 @@ function introspectionOnly(text: string): boolean {
   }
 }
 
+/** A refusal of the trusted-documents stage, or of Apollo's persisted-query extension with TRUSTED_DOCUMENTS off. */
+export type DocumentRefusal = Extract<Admission, { ok: false }>;
+
+/**
+ * With TRUSTED_DOCUMENTS off, what POST and GET /graphql answer, in Apollo's words, for Apollo's persisted-query
+ * extension and for a `documentId` (Apollo reads them there, keeping nothing: src/execution/apollo.ts), so that
+ * graphql-ws and graphql-sse answer them alike: a version other than 1 and a hash that is not the text's are refused
+ * (BAD_REQUEST), a hash alone is PERSISTED_QUERY_NOT_FOUND (the client sends the text with it), and an id with no text
+ * is a request that names no operation. Null: the text runs as it was sent (an id beside it is not looked up).
+ * An empty `query` is no text, as graphql-ws carries an id or a hash alone. The text is hashed only when the extension
+ * comes with it, so a request without one does no more work than before.
+ */
+export function untrustedRefusal(request: OperationRequest): DocumentRefusal | null {
+  const { query, documentId, extensions } = request;
+  const text = typeof query === 'string' && query !== '' ? query : undefined;
+  // Apollo takes any truthy `persistedQuery` for the extension (so `"yes"` has no version 1), and a falsy one for none.
+  const persisted =
+    extensions !== null && typeof extensions === 'object'
+      ? (extensions as { persistedQuery?: unknown }).persistedQuery
+      : undefined;
+  if (persisted) {
+    const { version, sha256Hash } = Object(persisted) as Partial<PersistedQueryExtension>;
+    if (version !== 1) return badRequest('Unsupported persisted query version') as DocumentRefusal;
+    if (text === undefined) return notFound('PersistedQueryNotFound') as DocumentRefusal;
+    if (hash('sha256', text) !== sha256Hash) return badRequest('provided sha does not match query') as DocumentRefusal;
+    return null;
+  }
+  if (documentId !== undefined && documentId !== null && text === undefined)
+    return badRequest(
+      'GraphQL operations must contain a non-empty `query` or a `persistedQuery` extension.',
+    ) as DocumentRefusal;
+  return null;
+}
+
 export type HttpAdmission =
   | { ok: true; body: unknown; search: string }
   | { ok: false; status: number; body: { errors: { message: string; extensions: { code: string } }[] } };

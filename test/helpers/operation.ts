@@ -44,7 +44,13 @@ export async function operationOver(
   transport: Transport,
   gw: TestGateway,
   key: string | null,
-  payload: { query: string; variables?: Record<string, unknown>; extensions?: Record<string, unknown> },
+  payload: {
+    query: string;
+    variables?: Record<string, unknown>;
+    extensions?: Record<string, unknown>;
+    /** A trusted document's id, sent beside the query as the payload's own field (POST, graphql-ws, graphql-sse). */
+    documentId?: string;
+  },
   requestId?: string,
 ): Promise<Answer> {
   const auth: Record<string, string> = {
