@@ -518,6 +518,8 @@ const VARS = {
         return url.hostname !== '' || (url.searchParams.get('host') ?? '') !== '';
       }, 'must name a host (postgres://user@host:5432/db), or a socket folder as ?host=/var/run/postgresql')
       // pg reads these files when it makes its first connection, and a missing one ends the start with a stack trace.
+      // So does a folder, which access() finds readable (pg's read fails with EISDIR, said as "PostgreSQL refused"),
+      // and a named pipe or a device, whose read would hold the start for as long as no writer ends it.
       .superRefine((s, ctx) => {
         if (s === undefined || !URL.canParse(s)) return;
         const params = new URL(s).searchParams;
@@ -526,6 +528,13 @@ const VARS = {
           if (file === null || file === '') continue;
           try {
             fs.accessSync(file, fs.constants.R_OK);
+            if (!fs.statSync(file).isFile()) {
+              ctx.addIssue({
+                code: 'custom',
+                message: `its ${name} file ${file} is not a file (a folder, a pipe or a device): name the PEM file itself`,
+              });
+              return;
+            }
           } catch (err) {
             const code = (err as { code?: string }).code ?? 'unreadable';
             ctx.addIssue({ code: 'custom', message: `its ${name} file ${file} cannot be read (${code})` });

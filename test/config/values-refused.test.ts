@@ -1,5 +1,9 @@
 // Configuration values that would start the gateway with a wrong setting, or leak a secret, are refused at start-up
 // with the variable named, and the error repeats no password a URL holds.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { ConfigError, describeUpstreams, loadConfig } from '../../src/config/index.js';
@@ -435,6 +439,23 @@ describe('DATABASE_URL naming a certificate or key file', () => {
       expect(err?.variable).toBe('DATABASE_URL');
       expect(err?.message).toContain(`${p} file /nonexistent/${p}.pem cannot be read`);
       expect(err?.message).not.toContain('s3cret-pw');
+    },
+  );
+
+  // access() finds a folder, a named pipe and a device readable; pg's read of a folder then ended the start with a
+  // stack trace ("PostgreSQL refused: EISDIR"), and its read of a pipe held the start until a writer ended it.
+  it.each(['sslrootcert', 'sslcert', 'sslkey'])(
+    'refuses a ?%s= naming a folder, a named pipe or a device, naming the variable and no password',
+    (p) => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-tls-'));
+      const fifo = path.join(dir, `${p}.pem`);
+      execFileSync('mkfifo', [fifo]);
+      for (const file of [dir, fifo, '/dev/null']) {
+        const err = refusal({ ...SANDBOXED, DATABASE_URL: `postgres://gw:s3cret-pw@db.example/gw?${p}=${file}` });
+        expect(err?.variable).toBe('DATABASE_URL');
+        expect(err?.message).toContain(`${p} file ${file} is not a file`);
+        expect(err?.message).not.toContain('s3cret-pw');
+      }
     },
   );
 });
