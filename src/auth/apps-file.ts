@@ -57,14 +57,37 @@ export class AppsFileError extends FileError {}
 
 /** Reads and checks the apps file; throws AppsFileError naming the line of the first problem. */
 export function readAppsFile(file: string): AppFileEntry[] {
-  let text: string;
+  return parseAppsFile(
+    readYamlText(file, (line, reason, message) => new AppsFileError(file, line, reason, message)),
+    file,
+  );
+}
+
+/**
+ * The text of a YAML file (the apps file, the issuers file), a file over MAX_YAML_FILE_BYTES refused unread (line 1),
+ * as readJsonFile refuses a JSON file: read whole first, a file far past any real one (the wrong path, a dump) was held
+ * in memory twice over, a buffer and a string, before parseYamlFile's bound refused it, and the reload that read it
+ * could end the gateway it was to leave unchanged; past ~512 MiB it was said as "cannot be read: ERR_STRING_TOO_LONG".
+ * The size is asked of the open file, then checked again of what was read (a file that grew says so only then).
+ */
+export function readYamlText(
+  file: string,
+  refuse: (line: number | null, reason: string, message?: string) => Error,
+): string {
+  let raw: Buffer | null;
+  let fd: number | undefined;
   try {
-    text = fs.readFileSync(file, 'utf8');
+    fd = fs.openSync(file, 'r');
+    raw = fs.fstatSync(fd).size > MAX_YAML_FILE_BYTES ? null : fs.readFileSync(fd);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-    throw new AppsFileError(file, null, `cannot be read: ${code}`, `${file} cannot be read: ${code}`);
+    throw refuse(null, `cannot be read: ${code}`, `${file} cannot be read: ${code}`);
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
   }
-  return parseAppsFile(text, file);
+  if (raw === null || raw.length > MAX_YAML_FILE_BYTES)
+    throw refuse(1, `the file is larger than 1 MiB (${MAX_YAML_FILE_BYTES} bytes), more than any such file needs`);
+  return raw.toString('utf8');
 }
 
 /** Parses the text of an apps file (JSON is YAML too, so one parser gives both their line numbers). */

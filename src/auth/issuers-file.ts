@@ -1,12 +1,11 @@
 // AUTH_ISSUERS (docs/decisions/058): the identity providers whose JWTs apps may send, each with its JWKS, issuer,
 // audience, app claim, scope claims and the apps it may sign in, in JSON or YAML like the apps file. A token is checked
 // against the entry of its own iss only.
-import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 
 import { FileError } from '../errors.js';
-import { lineOf, parseYamlFile } from './apps-file.js';
+import { lineOf, parseYamlFile, readYamlText } from './apps-file.js';
 
 /** One provider of the file, as written (src/config/index.ts checks its apps against the configured ones). */
 export interface IssuerFileEntry {
@@ -74,13 +73,7 @@ const fileSchema = z.strictObject({ issuers: z.array(issuerSchema).min(1, 'must 
 export class IssuersFileError extends FileError {}
 
 export function readIssuersFile(file: string): IssuerFileEntry[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-    throw new IssuersFileError(file, null, `cannot be read: ${code}`, `${file} cannot be read: ${code}`);
-  }
+  const text = readYamlText(file, (line, reason, message) => new IssuersFileError(file, line, reason, message));
   const { data, doc, lines } = parseYamlFile(
     text,
     file,

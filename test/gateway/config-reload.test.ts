@@ -483,6 +483,25 @@ describe('configuration that reloads without a restart', () => {
     expect(await status(NEW_KEY)).toBe(401);
   });
 
+  it('an apps file far past any real one (1 GiB) is refused unread, with the words of the bound', async () => {
+    // Read whole before its size was checked, such a file (the wrong path, a dump) was held in memory twice over by
+    // the reload meant to change nothing, and past ~512 MiB refused as "cannot be read: ERR_STRING_TOO_LONG". Sparse:
+    // the good file, then zeros that take no room on disk.
+    fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+    fs.truncateSync(files.apps, 1024 ** 3);
+    const res = await reload(t);
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({
+      error: 'reload_failed',
+      variable: 'GATEWAY_APPS_FILE',
+      file: files.apps,
+      line: 1,
+    });
+    expect(res.body.error_description).toContain(`${files.apps} line 1: the file is larger than 1 MiB`);
+    expect(await status(OLD_KEY)).toBe(200);
+    expect(await status(NEW_KEY)).toBe(401);
+  });
+
   // Far past any real file (a JWKS is a few KB, 20,000 documents make a manifest of ~9 MiB), valid JSON all the same:
   // the good file padded with whitespace, which the reload without a bound would have parsed and applied.
   const oversized: Array<[string, () => string, () => string, string, number]> = [
