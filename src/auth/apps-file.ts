@@ -68,22 +68,19 @@ export function readAppsFile(file: string): AppFileEntry[] {
  * as readJsonFile refuses a JSON file: read whole first, a file far past any real one (the wrong path, a dump) was held
  * in memory twice over, a buffer and a string, before parseYamlFile's bound refused it, and the reload that read it
  * could end the gateway it was to leave unchanged; past ~512 MiB it was said as "cannot be read: ERR_STRING_TOO_LONG".
- * The size is asked of the open file, then checked again of what was read (a file that grew says so only then).
+ * The size is asked of the file, then checked again of what was read (a file that grew says so only then).
  */
 export function readYamlText(
   file: string,
   refuse: (line: number | null, reason: string, message?: string) => Error,
 ): string {
   let raw: Buffer | null;
-  let fd: number | undefined;
   try {
-    fd = fs.openSync(file, 'r');
-    raw = fs.fstatSync(fd).size > MAX_YAML_FILE_BYTES ? null : fs.readFileSync(fd);
+    // Read by its path, as the reload's other reads are (a file replaced between the two steps is read as it is then).
+    raw = fs.statSync(file).size > MAX_YAML_FILE_BYTES ? null : fs.readFileSync(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     throw refuse(null, `cannot be read: ${code}`, `${file} cannot be read: ${code}`);
-  } finally {
-    if (fd !== undefined) fs.closeSync(fd);
   }
   if (raw === null || raw.length > MAX_YAML_FILE_BYTES)
     throw refuse(1, `the file is larger than 1 MiB (${MAX_YAML_FILE_BYTES} bytes), more than any such file needs`);
