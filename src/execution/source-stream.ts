@@ -259,9 +259,8 @@ export class SourceStreams {
   }
 
   /**
-   * Not an async function: a field whose `subscribe` returns its stream at once (every one of the gateway's, but
-   * `verificationCompleted` named by a UUID, which reads the ledger first) gets its source at once, where graphql-js's
-   * async `createSourceEventStream` answers a turn of the microtask queue later; a promise of a stream is awaited.
+   * Not an async function: a field whose `subscribe` returns its stream at once (every one of the gateway's) gets its
+   * source at once, where graphql-js's async `createSourceEventStream` answers a turn of the microtask queue later.
    */
   private fromPlan(plan: Plan, args: ExecutionArgs): Source | Promise<Source> {
     // assertValidExecutionArguments: a schema that does not validate throws, as graphql-js throws it.
