@@ -184,10 +184,8 @@ export class VerificationCallbacks {
    * Binds a token not yet bound (its registration's answer is not stored, or named no readable id) to the external id
    * the first callback on it names, unless another token of the same app holds that id: one address reports on one
    * verification only, and never on one another address of its app was issued for. Another app's tokens are not
-   * consulted (their ids are never this app's events, and the answer must not tell what another app holds). `heldAs`:
-   * the ids another token holding the same verification may be bound to (an assigned UUID an earlier release bound in
-   * the case the upstream wrote it); by default `externalId` alone. True when the token is now bound to `externalId`
-   * (also when a concurrent callback or the registration's answer bound it so).
+   * consulted (their ids are never this app's events, and the answer must not tell what another app holds). True when
+   * the token is now bound to `externalId` (also when a concurrent callback or the registration's answer bound it so).
    *
    * SQLite runs one write at a time, so the update's check and its write are one step. PostgreSQL (READ COMMITTED)
    * reads the other tokens as of the update's start: two claims of one app for one id on two tokens, each not seeing
@@ -195,11 +193,7 @@ export class VerificationCallbacks {
    * their transaction, before the update: its check then reads what an earlier claim committed. The lock is a statement
    * of its own, because a statement reads as of its own start, which would precede the wait for the lock.
    */
-  async claim(
-    binding: CallbackBinding,
-    externalId: string,
-    heldAs: readonly string[] = [externalId],
-  ): Promise<boolean> {
+  async claim(binding: CallbackBinding, externalId: string): Promise<boolean> {
     const bind = (db: Kysely<Database>) =>
       db
         .updateTable('verification_callbacks')
@@ -212,7 +206,7 @@ export class VerificationCallbacks {
               selectFrom('verification_callbacks as other')
                 .select('other.token_hash')
                 .where('other.created_by', '=', binding.createdBy)
-                .where('other.external_id', 'in', [externalId, ...heldAs]),
+                .where('other.external_id', '=', externalId),
             ),
           ),
         )
