@@ -82,8 +82,7 @@ export function readYamlText(
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     throw refuse(null, `cannot be read: ${code}`, `${file} cannot be read: ${code}`);
   }
-  if (raw === null || raw.length > MAX_YAML_FILE_BYTES)
-    throw refuse(1, `the file is larger than 1 MiB (${MAX_YAML_FILE_BYTES} bytes), more than any such file needs`);
+  if (raw === null || raw.length > MAX_YAML_FILE_BYTES) throw refuse(1, TOO_LARGE);
   return raw.toString('utf8');
 }
 
@@ -141,6 +140,8 @@ const yaml = (): typeof import('yaml') =>
  * (24 MB) ran the gateway out of heap and ended it.
  */
 const MAX_YAML_FILE_BYTES = 1024 * 1024;
+/** A YAML file's refusal past MAX_YAML_FILE_BYTES, read (readYamlText) or given as text (parseYamlFile). */
+const TOO_LARGE = `the file is larger than 1 MiB (${MAX_YAML_FILE_BYTES} bytes), more than any such file needs`;
 
 /**
  * A YAML (or JSON) file an operator writes, checked by `schema`: its value, or `refuse` of the first syntax error or
@@ -152,8 +153,7 @@ export function parseYamlFile<T>(
   schema: z.ZodType<T>,
   refuse: (line: number, reason: string) => Error,
 ): { data: T; doc: Document; lines: LineCounter } {
-  if (Buffer.byteLength(text) > MAX_YAML_FILE_BYTES)
-    throw refuse(1, `the file is larger than 1 MiB (${MAX_YAML_FILE_BYTES} bytes), more than any such file needs`);
+  if (Buffer.byteLength(text) > MAX_YAML_FILE_BYTES) throw refuse(1, TOO_LARGE);
   const { LineCounter, parseDocument } = yaml();
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });

@@ -36,39 +36,35 @@ export async function recordAppNames(
 ): Promise<RecordedNames> {
   const before = await acceptedAmong(db, keyApps);
   if (before.length > 0) return { taken: before };
-  const rows = [...new Set(names)].map((app) => ({ app, first_configured_at: now }));
-  for (let i = 0; i < rows.length; i += 500) {
+  for (const batch of batchesOf(names))
     await db
       .insertInto('key_app_names')
-      .values(rows.slice(i, i + 500))
+      .values(batch.map((app) => ({ app, first_configured_at: now })))
       .onConflict((oc) => oc.column('app').doNothing())
       .execute();
-  }
   const after = await acceptedAmong(db, keyApps);
   if (after.length > 0) return { taken: after };
-  const one = [...new Set(merged)];
-  for (let i = 0; i < one.length; i += 500)
-    await db
-      .deleteFrom('wildcard_app_names')
-      .where('app', 'in', one.slice(i, i + 500))
-      .execute();
+  for (const batch of batchesOf(merged)) await db.deleteFrom('wildcard_app_names').where('app', 'in', batch).execute();
   const all = await db.selectFrom('key_app_names').select('app').execute();
   return { names: new Set(all.map((r) => r.app)) };
 }
 
 /** The names of `apps` that `*` accepted before, sorted. */
 async function acceptedAmong(db: Kysely<Database>, apps: readonly string[]): Promise<string[]> {
-  const unique = [...new Set(apps)];
   const found: string[] = [];
-  for (let i = 0; i < unique.length; i += 500) {
-    const rows = await db
-      .selectFrom('wildcard_app_names')
-      .select('app')
-      .where('app', 'in', unique.slice(i, i + 500))
-      .execute();
+  for (const batch of batchesOf(apps)) {
+    const rows = await db.selectFrom('wildcard_app_names').select('app').where('app', 'in', batch).execute();
     found.push(...rows.map((r) => r.app));
   }
   return found.sort();
+}
+
+/** Distinct names in statements of at most 500 (a bound on each statement's parameters, on either database). */
+function batchesOf(names: Iterable<string>): string[][] {
+  const unique = [...new Set(names)];
+  const batches: string[][] = [];
+  for (let i = 0; i < unique.length; i += 500) batches.push(unique.slice(i, i + 500));
+  return batches;
 }
 
 /**
