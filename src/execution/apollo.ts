@@ -18,7 +18,6 @@ import {
   type OperationTypeNode,
 } from 'graphql';
 
-import { ErrorCode } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import { nameOperationSpan, recordOperationErrors } from '../telemetry/operations.js';
@@ -70,8 +69,6 @@ export function apolloSetup(o: {
       carried.set(formatted, error);
       return formatted;
     }
-    if (apolloRefusal(error))
-      return { ...formatted, extensions: { ...formatted.extensions, code: ErrorCode.BAD_REQUEST } };
     const id = requestId ?? (error instanceof GraphQLError ? failedContexts.get(error) : undefined);
     return formatError(formatted, error, o.logger, !o.limits.introspection, id);
   };
@@ -121,7 +118,8 @@ export function apolloSetup(o: {
       allowBatchedHttpRequests: false,
       // Apollo's APQ cache is one for every app: a hash alone would run, for any app, a text another app registered
       // (an oracle of what it sent). So nothing is kept: a hash alone is PERSISTED_QUERY_NOT_FOUND and the client sends
-      // the text with it. TRUSTED_DOCUMENTS=allow keeps texts per app (src/server/trusted-documents.ts).
+      // the text with it. TRUSTED_DOCUMENTS=allow keeps texts per app (src/server/trusted-documents.ts). The route
+      // refuses a wrong extension before Apollo reads it (untrustedHttp), in graphql-ws's and SSE's words.
       persistedQueries: { cache: KEEP_NOTHING },
       csrfPrevention: true,
       validationRules: [...o.limits.validationRules],
@@ -156,18 +154,6 @@ export class UnwritableResult extends Error {
   answer(contentType: string, requestId: string): HttpAnswer {
     return this.present.failure(this.error, contentType, requestId);
   }
-}
-
-/**
- * One of Apollo's own refusals of a request that it makes without a code (of the persisted-query extension: a version
- * other than 1, a hash that is not the text's): a 4xx of its own and nothing else, which Apollo would answer as
- * INTERNAL_SERVER_ERROR with its message. It is the client's input, so BAD_REQUEST, as the trusted documents word the
- * same refusals (src/server/trusted-documents.ts); the contract keeps INTERNAL_SERVER_ERROR for the unexpected.
- */
-function apolloRefusal(error: unknown): boolean {
-  if (!(error instanceof GraphQLError) || error.originalError || error.path !== undefined) return false;
-  const { code, http } = error.extensions as { code?: unknown; http?: { status?: unknown } };
-  return code === undefined && typeof http?.status === 'number' && http.status >= 400 && http.status < 500;
 }
 
 /** A cache that keeps nothing (Apollo's APQ cache: see `persistedQueries` above). */

@@ -11,7 +11,7 @@ import type { GraphQLContext } from '../graphql/context.js';
 import type { DirectPath } from './direct-path.js';
 import type { Route, RouteContext } from './http.js';
 import { BodyEncodedError, BodyTooLargeError, jsonText, mediaType, readBody, sendJson } from './respond.js';
-import { admitHttp, type DocumentAdmission } from './trusted-documents.js';
+import { admitHttp, untrustedHttp, type DocumentAdmission } from './trusted-documents.js';
 
 export interface GraphqlRouteOptions {
   apollo: ApolloServer<GraphQLContext>;
@@ -116,15 +116,18 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         failure = err;
         authenticated = false;
       }
-      if (options.trusted && authenticated) {
-        const admitted = admitHttp(options.trusted, req.method ?? 'GET', body, search, contextValue!.caller.scope);
-        if (!admitted.ok) {
+      if (authenticated) {
+        const method = req.method ?? 'GET';
+        const admitted = options.trusted
+          ? admitHttp(options.trusted, method, body, search, contextValue!.caller.scope)
+          : untrustedHttp(method, body, search);
+        if (admitted && !admitted.ok) {
           refuse(types, req, res, admitted.status, admitted.body, {
             'cache-control': 'private, no-cache, must-revalidate',
           });
           return;
         }
-        ({ body, search } = admitted);
+        if (admitted) ({ body, search } = admitted);
       }
       // Which path answers is decided from the request's shape alone, before anything is parsed or admitted
       // (decision 065): what the direct path takes it answers to the end, refusals included.

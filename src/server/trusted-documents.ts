@@ -342,6 +342,38 @@ function refusal(a: Extract<Admission, { ok: false }>): HttpAdmission {
 }
 
 /**
+ * POST /graphql and GET /graphql before Apollo sees them, with TRUSTED_DOCUMENTS off: the refusal graphql-ws and SSE
+ * make (untrustedRefusal), or null to leave the request to Apollo as it was sent. Apollo would refuse the same requests,
+ * but two of them (a version other than 1, a hash that is not the text's) with no code, which it answers as
+ * INTERNAL_SERVER_ERROR; answered here, every transport words them alike from one check. A body Apollo refuses whole
+ * (a batch, an extensions parameter that is not JSON) is left to it. A JSON body without the extension or an id reads
+ * three properties here.
+ */
+export function untrustedHttp(method: string, body: unknown, search: string): HttpAdmission | null {
+  if (method === 'POST') {
+    if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
+    const refused = untrustedRefusal(body as OperationRequest);
+    return refused && refusal(refused);
+  }
+  const params = new URLSearchParams(search.startsWith('?') ? search.slice(1) : search);
+  if (!params.has('documentId') && !params.has('extensions')) return null;
+  const request = getRequest(params);
+  const refused = request && untrustedRefusal(request);
+  return refused && refusal(refused);
+}
+
+/** A GET request's operation, from its query string; null when its `extensions` parameter is not JSON. */
+function getRequest(params: URLSearchParams): OperationRequest | null {
+  let extensions: unknown;
+  try {
+    extensions = params.has('extensions') ? JSON.parse(params.get('extensions')!) : undefined;
+  } catch {
+    return null;
+  }
+  return { query: params.get('query') ?? undefined, documentId: params.get('documentId') ?? undefined, extensions };
+}
+
+/**
  * POST /graphql and GET /graphql before Apollo sees them: the id or hash of each operation (in the JSON body,
  * a batch of them, or the query string) becomes its text, and `persistedQuery` is removed so that Apollo's own
  * APQ cache never answers in place of the manifest.
@@ -377,25 +409,15 @@ export function admitHttp(
   }
   const params = new URLSearchParams(search.startsWith('?') ? search.slice(1) : search);
   if (!params.has('query') && !params.has('documentId') && !params.has('extensions')) return { ok: true, body, search };
-  let extensions: unknown;
-  try {
-    extensions = params.has('extensions') ? JSON.parse(params.get('extensions')!) : undefined;
-  } catch {
+  const request = getRequest(params);
+  if (request === null)
     return refusal({
       ok: false,
       status: 400,
       message: 'the extensions parameter is not valid JSON',
       code: ErrorCode.BAD_REQUEST,
     });
-  }
-  const a = trusted.admit(
-    {
-      query: params.get('query') ?? undefined,
-      documentId: params.get('documentId') ?? undefined,
-      extensions,
-    },
-    owner,
-  );
+  const a = trusted.admit(request, owner);
   if (!a.ok) return refusal(a);
   params.delete('documentId');
   params.set('query', a.query);
