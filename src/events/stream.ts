@@ -5,7 +5,7 @@ import { readableBy } from '../auth/tenancy.js';
 import { databaseUnreachable } from '../store/index.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from './bus.js';
-import { CursorError, Position, type CursorCodec } from './cursor.js';
+import { CursorError, type CursorCodec, type Position } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
 import { replayPage, type ReplayWindow } from './replay.js';
 
@@ -77,6 +77,13 @@ export interface StreamOptions<T = EventRecord> {
    * the cursor, and a stream that ended inside it would wait for an event that never comes.
    */
   endedWithin?: (e: EventRecord) => boolean;
+  /**
+   * With `key` and `after`: the replay yields only the newest event outside the cursor that the stream accepts (the
+   * one a stream without `after` reads as its stored event), not each in turn from the oldest. For a stream that ends
+   * after one event (a mobile-ID authentication, `limit: 1`), so that it delivers the result a read returns whether it
+   * is resumed or not. Its cursor covers the older ones it passed over.
+   */
+  newestOnResume?: boolean;
   /**
    * When the caller's credential expires (a JWT's `exp`, ms on the gateway clock): no event, stored, replayed or live,
    * is handed out at or after it; the stream ends instead, as the transport's scheduled end at the expiry would end it
@@ -281,11 +288,12 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
       (stored) => {
         this.reading = null;
         if (stored && !this.done && this.matches(stored)) {
-          // Every older event of the key is behind it, and nothing delivered live later is inside `until`.
-          stored.cursor = this.streams.cursors.encode(
-            until.union(new Position(stored.seq)),
-            stored.receivedAt.getTime(),
-          );
+          // What the bus had delivered when the stream started listening, and the stored event: nothing more. The
+          // numbers below it that are outside `until` may belong to another key's events that commit later (on
+          // PostgreSQL), and a cursor is not bound to its stream: one claiming them would make a stream of every key
+          // resumed from it skip those events. Nothing delivered live later is inside `until`.
+          until.add(stored.seq);
+          stored.cursor = this.streams.cursors.encode(until, stored.receivedAt.getTime());
           // What came live during the read at or below it is the stored event itself, or older: dropped here once,
           // later ones on arrival (`behindStored`).
           this.storedSeq = stored.seq;
@@ -360,6 +368,8 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
     r.from = window.from;
     r.checked = window.checked;
     r.page.push(...page);
+    // One key's events, so few: every page is read before the newest is yielded (`fromReplay`).
+    if (f.newestOnResume === true && r.page.length > 1) r.page.splice(0, r.page.length - 1);
     if (r.page.length === 0 && r.from >= r.until.max()) this.replay = null;
   }
 
@@ -395,7 +405,7 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
   private async fromReplay(): Promise<IteratorResult<T> | null> {
     while (this.replay !== null && !this.done) {
       const r = this.replay;
-      if (r.page.length > 0) {
+      if (r.page.length > 0 && (this.filter.newestOnResume !== true || r.from >= r.until.max())) {
         const e = r.page.shift()!;
         if (r.page.length === 0 && r.from >= r.until.max()) this.replay = null;
         return this.take(e);
@@ -412,7 +422,9 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
   }
 
   /**
-   * On one key, whether live `e` is the stored event, or older (the stored event's cursor covers it). Not
+   * On one key, whether live `e` is the stored event, or older: the stored event is the key's newest, as a read
+   * returns it, and an older one committing late does not replace it. Its cursor does not claim such an event (a
+   * cursor also resumes streams of every key), so a resume from it delivers the event: sent, never skipped. Not
    * whether it is below the last event yielded: two events received together may be published in the reverse of their
    * log order (docs/decisions/061), and the lower one, coming second, is no copy of anything yielded. A resumed stream
    * reads no stored event: what it replays is inside the bus's position when it started, what comes live outside it.

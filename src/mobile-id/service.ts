@@ -133,7 +133,9 @@ export class MobileIdService {
    * event there, once per event for all its identical subscribers (docs/decisions/030), rather than here once per
    * subscriber (which also costs one suspended generator per waiting subscription). With `resume`: the
    * result only when the cursor does not cover it (it arrived after the cursor, or has not arrived yet); when it does,
-   * the result was delivered before and the stream ends at once.
+   * the result was delivered before and the stream ends at once. Two results for one auth_req_id that the caller may
+   * read (one on a shared configured token, one on a token its app issued): the newest, with a cursor or without, as
+   * the query reads it (docs/decisions/043: a read takes the newest event the reader may read).
    */
   watch(caller: Caller, authReqId: string, resume?: Resume): AsyncGenerator<EventRecord> {
     checkAuthReqId(authReqId);
@@ -145,6 +147,7 @@ export class MobileIdService {
       reader: caller,
       ...resume,
       endedWithin: FIRST_RESULT_ENDS,
+      newestOnResume: true,
       endAt: caller.expiresAt,
     });
   }

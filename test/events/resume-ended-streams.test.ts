@@ -110,6 +110,53 @@ describe('mobileIdAuthentication resumed from a cursor', () => {
     expect(later.nexts()[0]!.data.data.mobileIdAuthentication.authReqId).toBe('sse-done');
     expect(later.nexts()[0]!.id).toBe(id);
   });
+
+  it('two results for one auth_req_id (on the shared token, then on a token the app issued): without a cursor and resumed from an earlier one, the newest once, as the query reads it', async () => {
+    await completeMobileId('two-earlier');
+    const earlier = overWs(MOBILE_ID, { id: 'two-earlier' });
+    await ended(earlier.done, 'the earlier result');
+    const earlierCursor = earlier.results[0].extensions.cursor as string;
+
+    // The shared sandbox token's result first, then the app's own (a token it issued), both the app's to read.
+    await completeMobileId('two-results');
+    const issued = await t.graphql(
+      `mutation { issueMobileIdNotificationToken(authReqId: "two-results") { token } }`,
+      {},
+      { key: KEY },
+    );
+    expect(issued.errors).toBeUndefined();
+    const own = await t.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'two-results' });
+    const token = issued.data!.issueMobileIdNotificationToken.token as string;
+    expect((await postNotification(t, own.body, { token })).status).toBe(204);
+    const read = await t.graphql(
+      `query { mobileIdAuthentication(authReqId: "two-results") { __typename } }`,
+      {},
+      { key: KEY },
+    );
+    expect(read.data!.mobileIdAuthentication.__typename).toBe('MobileIdAuthenticated');
+
+    const kinds = (c: Collected) => c.results.map((r) => r.data.mobileIdAuthentication.__typename);
+    const now = overWs(MOBILE_ID, { id: 'two-results' });
+    await ended(now.done, 'the stream without a cursor');
+    expect(now.errors).toEqual([]);
+    expect(kinds(now)).toEqual(['MobileIdAuthenticated']);
+
+    const resumed = overWs(MOBILE_ID, { id: 'two-results', after: earlierCursor });
+    await ended(resumed.done, 'the resume from before both results');
+    expect(resumed.errors).toEqual([]);
+    expect(kinds(resumed)).toEqual(['MobileIdAuthenticated']);
+    // Its cursor covers both results: a resume from it completes at once with nothing.
+    const again = overWs(MOBILE_ID, { id: 'two-results', after: resumed.results[0].extensions.cursor });
+    await ended(again.done, 'the resume after the newest result');
+    expect(again.completed()).toBe(true);
+    expect(again.results).toEqual([]);
+
+    const overSseResumed = await overSse(MOBILE_ID_SSE, { id: 'two-results' }, earlierCursor);
+    await ended(overSseResumed.done, 'the SSE resume from before both results');
+    expect(overSseResumed.nexts().map((e) => e.data.data.mobileIdAuthentication.__typename)).toEqual([
+      'MobileIdAuthenticated',
+    ]);
+  });
 });
 
 describe('provisioningProgress resumed from a cursor', () => {
