@@ -182,9 +182,101 @@ export class EventStreams {
   subscribe<T = EventRecord>(options: StreamOptions<T>, signal?: CancelSignal): AsyncGenerator<T> {
     return new EventStream<T>(this, this.log, this.bus, options, signal);
   }
+
+  /**
+   * The stream of `options`, on the key `keyOf` finds (a read of the domain's own, such as its ledger), or on
+   * `options.key` when it finds none or that one: for a domain whose events may be kept under another spelling of the
+   * key a subscriber names. The read runs beside the stream's first read of the log and is retried as that one is, so a
+   * subscriber that starts while the database is away waits it out as any stream does; the common case, the key as
+   * named, costs no round trip more. Another key found ends the stream begun on the named one, unread, for its own.
+   */
+  subscribeFound<T = EventRecord>(
+    options: StreamOptions<T> & { key: string },
+    keyOf: () => Promise<string | null>,
+  ): AsyncGenerator<T> {
+    return new KeyFoundStream<T>(this, options, keyOf);
+  }
 }
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+
+/** See EventStreams.subscribeFound. Once the key is found, each call is the stream's own. */
+class KeyFoundStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
+  private stream: EventStream<T>;
+  /** The first `next()`, which waits for the key to be found; null before it is asked. */
+  private first: Promise<IteratorResult<T>> | null = null;
+  private found = false;
+  private done = false;
+
+  constructor(
+    private readonly streams: EventStreams,
+    private readonly options: StreamOptions<T> & { key: string },
+    private readonly keyOf: () => Promise<string | null>,
+  ) {
+    this.stream = streams.subscribe(options) as EventStream<T>;
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    if (this.found) return this.stream.next();
+    if (this.done) return Promise.resolve(DONE);
+    if (this.first !== null)
+      return Promise.reject(new Error('KeyFoundStream: next() called while another next() waits'));
+    return (this.first = this.findKey());
+  }
+
+  nextTo(waiter: Waiter<T>): void {
+    if (this.found) return this.stream.nextTo(waiter);
+    this.next().then(
+      (result) => waiter.resolve(result),
+      (err: unknown) => waiter.reject(err),
+    );
+  }
+
+  /** The first result: the named key's stream starts (listens, reads the log) while the key is looked for. */
+  private async findKey(): Promise<IteratorResult<T>> {
+    const named = this.stream.next();
+    // Answered, or dropped for another key's stream: a failure of its read is not left unhandled meanwhile.
+    named.catch(() => undefined);
+    let key: string | null;
+    try {
+      key = await readWaitingOut(this.keyOf, () => this.done);
+    } catch (err) {
+      this.done = true;
+      await this.stream.return();
+      throw err;
+    }
+    this.found = true;
+    if (key === null || key === this.options.key || this.done) return named;
+    // Replaced before the named one ends: a `return()` meanwhile ends the stream that is now this one.
+    const dropped = this.stream;
+    this.stream = this.streams.subscribe({ ...this.options, key }) as EventStream<T>;
+    await dropped.return();
+    return this.stream.next();
+  }
+
+  /** As EventStream's: whether `next()` can only answer the end. */
+  get finished(): boolean {
+    return this.found ? this.stream.finished : this.done && this.first === null;
+  }
+
+  async return(): Promise<IteratorResult<T>> {
+    this.done = true;
+    return this.stream.return();
+  }
+
+  async throw(err: unknown): Promise<IteratorResult<T>> {
+    await this.return();
+    throw err;
+  }
+
+  get [Symbol.toStringTag](): string {
+    return 'KeyFoundStream';
+  }
+}
 
 /**
  * What a stream's `nextTo` answers, in place of the promise `next()` returns: a consumer that waits for every event of

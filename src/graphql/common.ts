@@ -1,6 +1,7 @@
 import type { Scope } from '../auth/caller.js';
 import { badUserInput } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
+import { verificationNodeId } from '../identity/service.js';
 import type { ResourceKind } from '../store/ledger.js';
 import type { Outcome } from '../upstream/idempotency.js';
 import { DateTimeScalar, DecimalStringScalar, JSONScalar, UUIDScalar } from './scalars.js';
@@ -120,7 +121,12 @@ export const commonResolvers: Resolvers = {
       ].sort((a, b) => a.name.localeCompare(b.name));
     },
     node: async (_p, { id }, ctx) => {
-      const record = await ctx.loaders.resource.load(id);
+      const lowercase = verificationNodeId(id);
+      // A verification's id is a UUID kept in lowercase (src/identity/service.ts): named in capitals, it is the same
+      // verification. Any other record's id is found only as it is written.
+      const record =
+        (await ctx.loaders.resource.load(id)) ??
+        (lowercase === null ? null : await ctx.loaders.ofKind(lowercase, 'verification'));
       return record && ctx.caller.grants.has(NODE_READ_SCOPES[record.kind]) ? record : null;
     },
   },

@@ -4,9 +4,10 @@ import { sha256 } from '../auth/caller.js';
 import { callbackDedupeKey, type EventRecord, type NewEvent } from '../events/index.js';
 import { canonicalJson } from '../fingerprint.js';
 import type { AppStorage } from '../store/app-storage.js';
-import { callInFlight } from '../store/idempotency.js';
+import { callsInFlight } from '../store/idempotency.js';
 import type { Dialect } from '../store/migrations.js';
 import type { Database } from '../store/schema.js';
+import { upstreamKey } from '../upstream/idempotency.js';
 
 /** The `meta` mark of a callback event whose payload is `SealedCallback` (events stored before it hold the body in clear). */
 const SEALED_META = 'sealedBody';
@@ -182,10 +183,14 @@ export class VerificationCallbacks {
 
   /**
    * Binds a token not yet bound (its registration's answer is not stored, or named no readable id) to the external id
-   * the first callback on it names, unless another token of the same app holds that id: one address reports on one
-   * verification only, and never on one another address of its app was issued for. Another app's tokens are not
-   * consulted (their ids are never this app's events, and the answer must not tell what another app holds). True when
-   * the token is now bound to `externalId` (also when a concurrent callback or the registration's answer bound it so).
+   * the first callback on it names, unless another verification of the same app holds that id: another token of the
+   * app bound to it, or to one of `held.spellings` (the ids such a token may be bound to: an assigned UUID an earlier
+   * release bound in the case the upstream wrote it; by default `externalId` alone), or a verification the app's ledger
+   * records under one of `held.records` (one registered without a callback has no token to hold its id). One address
+   * reports on one verification only, and never on one that another registration of its app is. Another app's tokens
+   * and records are not consulted (their ids are never this app's events, and the answer must not tell what another
+   * app holds). True when the token is now bound to `externalId` (also when a concurrent callback or the registration's
+   * answer bound it so: that answer binds the token before it records the verification).
    *
    * SQLite runs one write at a time, so the update's check and its write are one step. PostgreSQL (READ COMMITTED)
    * reads the other tokens as of the update's start: two claims of one app for one id on two tokens, each not seeing
@@ -193,7 +198,13 @@ export class VerificationCallbacks {
    * their transaction, before the update: its check then reads what an earlier claim committed. The lock is a statement
    * of its own, because a statement reads as of its own start, which would precede the wait for the lock.
    */
-  async claim(binding: CallbackBinding, externalId: string): Promise<boolean> {
+  async claim(
+    binding: CallbackBinding,
+    externalId: string,
+    held: { spellings?: readonly string[]; records?: readonly string[] } = {},
+  ): Promise<boolean> {
+    const spellings = [...new Set([externalId, ...(held.spellings ?? [])])];
+    const records = held.records ?? [];
     const bind = (db: Kysely<Database>) =>
       db
         .updateTable('verification_callbacks')
@@ -206,7 +217,20 @@ export class VerificationCallbacks {
               selectFrom('verification_callbacks as other')
                 .select('other.token_hash')
                 .where('other.created_by', '=', binding.createdBy)
-                .where('other.external_id', '=', externalId),
+                .where('other.external_id', 'in', spellings),
+            ),
+          ),
+        )
+        .$if(records.length > 0, (update) =>
+          update.where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('resources')
+                  .select('resources.id')
+                  .where('resources.id', 'in', records)
+                  .where('resources.kind', '=', 'verification')
+                  .where('resources.created_by', '=', binding.createdBy),
+              ),
             ),
           ),
         )
@@ -228,11 +252,14 @@ export class VerificationCallbacks {
   }
 
   /**
-   * True while a verification registration of the app is in flight (its idempotency record pending, its lease
-   * running): the service may call back on an address whose registration it has not answered yet, so not yet bound.
+   * True while the registration this address was issued for is in flight (its idempotency record pending, its lease
+   * running on the gateway's clock): the service may call back on an address whose registration it has not answered
+   * yet, so not yet bound. The token is derived from the registration's upstream key (`tokenFor`), so the app's
+   * registrations in flight tell which is the address's; another of them in flight says nothing of this address.
    */
-  registering(createdBy: string): Promise<boolean> {
-    return callInFlight(this.db, createdBy, 'registerVerification', this.now());
+  async registering(binding: CallbackBinding): Promise<boolean> {
+    const keys = await callsInFlight(this.db, binding.createdBy, 'registerVerification', this.now());
+    return keys.some((key) => hashOf(this.tokenFor(upstreamKey(binding.createdBy, key))) === binding.tokenHash);
   }
 
   /** Forgets a token whose registration the upstream refused (nothing will call it). */

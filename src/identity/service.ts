@@ -89,10 +89,35 @@ const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 
 /**
  * An id the upstream names, a UUID written in lowercase as `upstreamExternalId` writes it: a UUID is the same whatever
- * the case of its hex digits (RFC 9562), so one echoed in capitals is the derived id. Any other id as it is.
+ * the case of its hex digits (RFC 9562), so one echoed in capitals is the derived id, and one the upstream assigns in
+ * capitals is kept as this form (VerificationSpec.assignedAs keeps how it was written). Any other id as it is.
  */
 function uuidInLowercase(id: string): string {
   return UUID_TEXT.test(id) ? id.toLowerCase() : id;
+}
+
+/**
+ * The id a verification named `id` by `node(id:)` is recorded under when that is not `id` itself: a UUID in another
+ * letter case than lowercase, the case the gateway keeps every verification id it sends or is assigned in. Null else.
+ */
+export function verificationNodeId(id: string): string | null {
+  const lowercase = uuidInLowercase(id);
+  return lowercase === id ? null : lowercase;
+}
+
+/**
+ * The ids a verification the upstream named `id` may be stored under, the one kept now first: a UUID in lowercase, and,
+ * for rows written before assigned UUIDs were kept in lowercase, as it is named and in capitals (the form upstreams
+ * that do not write lowercase use). Those rows are read where they are, not rewritten: their callback bodies are sealed
+ * under the id they were stored by. Any other id is only itself.
+ */
+function storedForms(id: string): string[] {
+  return UUID_TEXT.test(id) ? [...new Set([id.toLowerCase(), id, id.toUpperCase()])] : [id];
+}
+
+/** Whether two ids the upstream names are one verification's: the same text, or the same UUID in another case. */
+function sameUpstreamId(a: string, b: string): boolean {
+  return a === b || (UUID_TEXT.test(a) && UUID_TEXT.test(b) && a.toLowerCase() === b.toLowerCase());
 }
 
 /**
@@ -119,6 +144,12 @@ export interface VerificationSpec {
    * upstream said it is registered, and what its lost answer held (status, jobResults) is not known. Absent otherwise.
    */
   answerLost?: true;
+  /**
+   * The id as the upstream wrote it when it assigned a UUID not in lowercase: the record's id (and the id the app is
+   * told) is that UUID in lowercase, and the upstream is asked for the results by the id it wrote, which it may know
+   * only so. Absent otherwise.
+   */
+  assignedAs?: string;
 }
 
 /** The warning of an identification whose 202 answer lacked `idShort` or a valid `url`, if any. */
@@ -450,13 +481,17 @@ export class IdentityService {
     // it was sent (the token is stored only as its digest: in clear, anyone who reads the store could post results).
     const keptAnswer = (response: unknown, token: string | null): unknown =>
       masked(wire.scrubRegistration(response), token === null ? [] : [token]);
+    // `named`: the verification's id as the upstream names it (or as the gateway sent it). An assigned UUID is kept in
+    // lowercase wherever it is compared or looked up (the record, the address's binding, the events of its callbacks),
+    // so that a callback or an app naming it in another case finds it; the spec keeps how the upstream wrote it.
     const recordOf = async (
-      id: string,
+      named: string,
       registered: wire.Registration & { response: unknown },
       token: string | null,
       idempotencyKey: string,
       answerLost = false,
     ): Promise<LedgerRecord> => {
+      const id = uuidInLowercase(named);
       if (token !== null && externalId === null) await this.o.callbacks.bind(token, id);
       const spec: VerificationSpec = {
         workflowId,
@@ -466,6 +501,7 @@ export class IdentityService {
         // Kept as Verification.jobResults: without the applicant data an answer may echo there, as the answer is.
         jobResults: wire.scrubRegistration(registered.jobResults),
         ...(answerLost ? { answerLost: true as const } : {}),
+        ...(named === id ? {} : { assignedAs: named }),
       };
       // Written by `storeWith`, in the commit that completes the key.
       return {
@@ -653,7 +689,11 @@ export class IdentityService {
   ): Promise<(wire.VerificationResultItem | UpstreamAnswerUnreadableError | null)[]> {
     const externalIds = asked.map(externalIdKey);
     const records = await this.verificationsOf(caller, externalIds);
-    const upstreamIds = [...new Set(records.flatMap((r) => (r === null ? [] : [r.id])))];
+    // The upstream is asked by the id it was sent, or by the one it assigned as it wrote it.
+    const sentIds = records.map((r) =>
+      r === null ? null : ((r.spec as unknown as VerificationSpec).assignedAs ?? r.id),
+    );
+    const upstreamIds = [...new Set(sentIds.flatMap((id) => (id === null ? [] : [id])))];
     if (upstreamIds.length === 0) return externalIds.map(() => null);
     const { status, byId } = await this.o.verification.results(upstreamIds, log);
     if (byId === null)
@@ -663,9 +703,10 @@ export class IdentityService {
       const lowercase = uuidInLowercase(id);
       if (!byId.has(lowercase)) byId.set(lowercase, item);
     }
-    // The upstream answers by the id it was sent; the app reads its own id back.
+    // The upstream answers by the id it was sent (a UUID in any case); the app reads its own id back.
     return externalIds.map((id, i) => {
-      const item = records[i] ? byId.get(records[i].id) : undefined;
+      const sent = sentIds[i];
+      const item = sent == null ? undefined : (byId.get(sent) ?? byId.get(uuidInLowercase(sent)));
       return item ? { ...item, externalId: id } : null;
     });
   }
@@ -673,21 +714,25 @@ export class IdentityService {
   /**
    * The verification records the caller's external ids stand for, in order (null for an id the caller has no
    * verification of): its own id's derived record (`upstreamExternalId`) first, else a record the upstream
-   * assigned that id to. Another app's verification is null, whatever id it was registered with.
+   * assigned that id to, a UUID in any letter case (`storedForms`). Another app's verification is null, whatever id
+   * it was registered with.
    */
   async verificationsOf(caller: Caller, asked: readonly string[]): Promise<(LedgerRecord | null)[]> {
     const externalIds = asked.map(externalIdKey);
     const derived = externalIds.map((id) => upstreamExternalId(caller.scope, id));
-    const records = await this.o.ledger.getMany([...derived, ...externalIds]);
+    const assigned = externalIds.map(storedForms);
+    const records = await this.o.ledger.getMany([...derived, ...assigned.flat()]);
     const verification = (r: LedgerRecord | null | undefined, assigned: boolean) => {
       const rec = visibleRecord(caller, r);
       if (!rec || rec.kind !== 'verification') return null;
       // A record under the id itself is the app's only when that id was not one the app chose (then it is derived).
       return assigned && (rec.spec as unknown as VerificationSpec).externalId !== undefined ? null : rec;
     };
-    return externalIds.map(
-      (_id, i) => verification(records[i], false) ?? verification(records[externalIds.length + i], true),
-    );
+    let next = externalIds.length;
+    return externalIds.map((_id, i) => {
+      const forms = records.slice(next, (next += assigned[i]!.length));
+      return verification(records[i], false) ?? forms.reduce((found, r) => found ?? verification(r, true), null);
+    });
   }
 
   /** An identification record's `expired`: its link's expiry has passed on the gateway's clock. */
@@ -747,15 +792,31 @@ export class IdentityService {
    * The results of one verification (`externalId`: the stored one first, then live ones), or without it every result
    * of the caller's API key; with `resume`, what came after its position, from the log, then live. Another key's
    * verification streams nothing, like an id that has no result yet (src/auth/tenancy.ts).
+   *
+   * A UUID names its verification in any letter case, and its callbacks are kept under the id the app knows it by
+   * (`externalIdOf`: a UUID the upstream assigned in lower case, or, for a verification an earlier release recorded, as
+   * the upstream wrote it): the stream follows the key its record names, looked up beside the stream's first read of
+   * the log and retried as that one is (EventStreams.subscribeFound), so that a subscriber waits out a database that is
+   * away as every stream does. An id of no verification yet (an app's own id, subscribed to before its registration) is
+   * followed as it is written.
    */
   watch(caller: Caller, externalId: string | null | undefined, resume?: Resume): AsyncGenerator<EventRecord> {
     const key = externalId == null ? null : externalIdKey(externalId);
     if (key === '') throw badUserInput('externalId', 'must not be empty');
-    return this.o.events.streams.subscribe(
-      key !== null
-        ? { kind: VERIFICATION_EVENT_KIND, key, reader: caller, ...resume, endAt: caller.expiresAt }
-        : { kind: VERIFICATION_EVENT_KIND, scope: caller.scope, ...resume, endAt: caller.expiresAt },
-    );
+    const streams = this.o.events.streams;
+    if (key === null)
+      return streams.subscribe({
+        kind: VERIFICATION_EVENT_KIND,
+        scope: caller.scope,
+        ...resume,
+        endAt: caller.expiresAt,
+      });
+    const options = { kind: VERIFICATION_EVENT_KIND, key, reader: caller, ...resume, endAt: caller.expiresAt };
+    if (!UUID_TEXT.test(key)) return streams.subscribe(options);
+    return streams.subscribeFound(options, async () => {
+      const [record] = await this.verificationsOf(caller, [key]);
+      return record ? IdentityService.externalIdOf(record) : null;
+    });
   }
 
   /** Newest callback event of each verification, in the order of `externalIds`; null for another key's. */
@@ -792,38 +853,49 @@ export class IdentityService {
       status: 'invalid',
       description: 'the body names another verification than the one this callbackUrl was issued for',
     } as const;
-    // The token is bound to the app's own id; the upstream names the id it was sent (derived from it, in any letter
-    // case), or, for a verification registered before ids were derived, the app's id itself.
+    // The token is bound to the app's own id, or to the id the upstream assigned; the upstream names the id it was sent
+    // (derived from the app's, in any letter case), the one it assigned (a UUID in any letter case), or, for a
+    // verification registered before ids were derived, the app's id itself.
     if (
       binding.externalId !== null &&
       named !== null &&
-      named !== binding.externalId &&
+      !sameUpstreamId(named, binding.externalId) &&
       uuidInLowercase(named) !== upstreamExternalId(binding.createdBy, binding.externalId)
     ) {
       return anotherVerification;
     }
-    // Events are keyed by the id the app knows, and carry its owner (two apps may use the same id).
-    const externalId = binding.externalId ?? named;
-    if (externalId === null) {
-      // The service may call back before it answers the registration, whose answer binds the address: refused, the
-      // sender would not retry and the result would be lost. While a registration of the app is in flight the sender
-      // is asked to retry (as an identification callback naming one not stored yet is); the answer depends on the app
-      // alone.
-      if (await this.o.callbacks.registering(binding.createdBy))
+    if (binding.externalId === null) {
+      // The service may call back before it answers the registration, whose answer binds the address. While the
+      // address's own registration is in flight the sender is asked to retry (as an identification callback naming one
+      // not stored yet is), whatever the body names: refused, a body naming no id would be lost (a sender does not
+      // retry a 400), and one naming an id is taken only once the answer says whether the registration exists (a
+      // refused one's address is forgotten: a callback kept before it would stay as the result of nothing) and which
+      // verification it is (the answer binds the address to it).
+      if (await this.o.callbacks.registering(binding))
         return {
           status: 'not-yet',
           description:
             'this callbackUrl is not yet bound to its verification, whose registration is in flight; retry later',
           retryAfterSeconds: NOT_YET_RETRY_AFTER_SECONDS,
         };
-      return {
-        status: 'invalid',
-        description: `the body does not name its verification (${wire.NAMED_EXTERNAL_ID_FIELDS.join(', ')})`,
-      };
+      if (named === null)
+        return {
+          status: 'invalid',
+          description: `the body does not name its verification (${wire.NAMED_EXTERNAL_ID_FIELDS.join(', ')})`,
+        };
     }
-    // An address not yet bound (its registration's answer is not stored, or named no readable id) is bound by the first
-    // id it names, which no other address of the app may hold: else one address could write any verification's result.
-    if (binding.externalId === null && !(await this.o.callbacks.claim(binding, externalId))) return anotherVerification;
+    // Events are keyed by the id the app knows, and carry its owner (two apps may use the same id). An id named on an
+    // address not yet bound is one the upstream assigned: a UUID is kept in lowercase, as its record will be.
+    const externalId = binding.externalId ?? uuidInLowercase(named!);
+    // An address not yet bound (its registration's answer named no readable id, or its outcome is unknown) is bound by
+    // the first id it names, unless another verification of the app holds that id: another address bound to it (in any
+    // spelling of a UUID), or a record of the ledger (registered without a callback, or under an id the app gave, or
+    // that the gateway derived from one): else one address could write any verification's result.
+    if (binding.externalId === null) {
+      const spellings = storedForms(named!);
+      const records = spellings.flatMap((id) => [id, upstreamExternalId(binding.createdBy, id)]);
+      if (!(await this.o.callbacks.claim(binding, externalId, { spellings, records }))) return anotherVerification;
+    }
     // Only an exact repeat of a body is the same delivery; every distinct callback is kept and published once,
     // and a read returns the newest (docs/decisions/041); up to a size, sealed to its owner and within its storage
     // bound (decisions 050 and 051).

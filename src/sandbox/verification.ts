@@ -89,6 +89,11 @@ export interface VerificationSandbox {
   complete(externalId: string): Promise<void>;
   /** Delivers the completed result of a verification to its callbackUrl once more; the receiver's status. */
   redeliver(externalId: string): Promise<number | null>;
+  /**
+   * From now on (`on` true) the ids it assigns (a registration without `verificationExternalId`) are UUIDs written in
+   * capital letters, as some services write them; it knows each only as it wrote it (its results match ids exactly).
+   */
+  assignIdsInCapitals(on?: boolean): void;
   close(): Promise<void>;
 }
 
@@ -150,6 +155,7 @@ export async function startVerificationSandbox(options: VerificationSandboxOptio
   const replays = new Map<string, { fingerprint: string; answer: ApiAnswer }>();
   const timers = new Set<NodeJS.Timeout>();
   let closed = false;
+  let capitals = false;
 
   async function deliver(v: State, body: Record<string, unknown>): Promise<number | null> {
     if (!v.callbackUrl) return null;
@@ -197,7 +203,8 @@ export async function startVerificationSandbox(options: VerificationSandboxOptio
     if (callbackUrl !== undefined && !isAbsoluteHttpUrl(callbackUrl))
       throw new ApiError(400, 'BAD_REQUEST', 'callbackUrl must be an absolute http(s) URL');
     if (!isKnownWorkflow(workflowId)) throw new ApiError(404, 'WORKFLOW_NOT_FOUND', `workflow ${workflowId} not found`);
-    const externalId = (verificationExternalId as string | undefined) ?? randomUUID();
+    const externalId =
+      (verificationExternalId as string | undefined) ?? (capitals ? randomUUID().toUpperCase() : randomUUID());
     if (verifications.has(externalId))
       throw new ApiError(409, 'VERIFICATION_EXISTS', `verification ${externalId} is already registered`);
     const v: State = {
@@ -300,6 +307,9 @@ export async function startVerificationSandbox(options: VerificationSandboxOptio
       const v = verifications.get(externalId);
       if (!v?.result) throw new Error(`verification ${externalId} is not complete`);
       return deliver(v, v.result);
+    },
+    assignIdsInCapitals(on = true) {
+      capitals = on;
     },
     async close() {
       closed = true;

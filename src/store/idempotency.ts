@@ -43,6 +43,27 @@ export async function callInFlight(
 }
 
 /**
+ * The keys of the calls of `operation` by the app `scope` in flight (as `callInFlight` tells one), for a caller that
+ * must know which of its calls is: a callback address derived from its call's key.
+ */
+export async function callsInFlight(
+  db: Kysely<Database>,
+  scope: string,
+  operation: string,
+  now: number,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom('idempotency_records')
+    .select('key')
+    .where('scope', '=', scope)
+    .where('operation', '=', operation)
+    .where('state', '=', 'pending')
+    .where('lease_until', '>', now)
+    .execute();
+  return rows.map((row) => row.key);
+}
+
+/**
  * Runs `first`, then, if it changed a row, `then`, as one transaction with one commit; false when `first` changed no
  * row, `{ unapplied }` when a statement of `then` changed none (nothing written either way). The store's own
  * (Store.writeTogether) joins the SQLite group commit; without it, a kysely transaction.

@@ -1,0 +1,103 @@
+// A verification service may call back before it answers the registration, and name in that callback the id it is
+// assigning. The address is bound to its verification only by the answer; a callback naming an id on it before then was
+// taken at once and bound the address to that id. When the service then refused the registration (4xx), the address
+// was forgotten but the callback stayed stored: a result of a verification that does not exist, delivered to
+// `verificationCompleted` and read as that id's completion. While the address's registration is in flight such a
+// callback is answered 503 with Retry-After, as one naming no id is: the sender's retry finds the address forgotten
+// (404) after a refusal, or bound to its verification after an answer.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { postCallback } from '../helpers/identity.js';
+
+const API_KEY = 'early-named-app';
+const REGISTER = `mutation($input: RegisterVerificationInput!) {
+  registerVerification(input: $input) { verification { externalId } }
+}`;
+const COMPLETION = `query($id: ID!) { node(id: $id) { ... on Verification { externalId completion { status } } } }`;
+
+describe('a verification callback naming its id before the registration is answered', () => {
+  let upstream: http.Server;
+  let gw: TestGateway;
+  /** How the service answers the next registration, after calling back on its address with the id it assigns. */
+  let next: { id: string; refuse: boolean };
+  /** The address the service was sent, and what the gateway answered its early callback. */
+  let early: { url: string; answer: Awaited<ReturnType<typeof postCallback>> } | undefined;
+
+  beforeAll(async () => {
+    upstream = http.createServer((req, res) => {
+      let text = '';
+      req.on('data', (c: Buffer) => (text += c.toString()));
+      req.on('end', () => {
+        const { callbackUrl } = JSON.parse(text) as { callbackUrl: string };
+        const { id, refuse } = next;
+        void postCallback(callbackUrl, { verificationExternalId: id, status: 'EARLY' }).then((answer) => {
+          early = { url: callbackUrl, answer };
+          if (refuse) {
+            res.writeHead(422, { 'content-type': 'application/json' });
+            res.end(JSON.stringify({ code: 'APPLICANT_INVALID', message: 'the applicant data is incomplete' }));
+            return;
+          }
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ verificationExternalId: id, jobResults: { status: 'ACCEPTED' } }));
+        });
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    gw = await startTestGateway({
+      GATEWAY_API_KEYS: API_KEY,
+      VERIFICATION_API_URL: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+      VERIFICATION_API_TOKEN: 'verification-token-1',
+      SANDBOX_UPSTREAMS: 'cloud,identification,rfm,mobile-id',
+    });
+  });
+  afterAll(async () => {
+    await gw.close();
+    await new Promise((resolve) => upstream.close(resolve));
+  });
+
+  const register = (workflowId: string) =>
+    gw.graphql(REGISTER, { input: { workflowId, applicant: { lastName: 'Early' } } }, { key: API_KEY });
+
+  async function verificationEvents(key: string): Promise<number> {
+    const rows = await gw.gateway.services.store.db
+      .selectFrom('events')
+      .select('seq')
+      .where('kind', '=', 'verification')
+      .where('key', '=', key)
+      .execute();
+    return rows.length;
+  }
+
+  it('keeps nothing of it when the service then refuses the registration: 503 first, then the address is gone', async () => {
+    next = { id: 'refused-1', refuse: true };
+    early = undefined;
+    const res = await register('wf-refused');
+    expect(res.errors![0]!.extensions!.code).toBe('UPSTREAM_REJECTED');
+
+    expect(early!.answer.status).toBe(503);
+    expect(Number(early!.answer.retryAfter)).toBeGreaterThanOrEqual(1);
+    expect(await verificationEvents('refused-1')).toBe(0);
+    // The sender's retry: the address of a refused registration is forgotten, and nothing is stored.
+    const retry = await postCallback(early!.url, { verificationExternalId: 'refused-1', status: 'EARLY' });
+    expect(retry.status).toBe(404);
+    expect(await verificationEvents('refused-1')).toBe(0);
+  });
+
+  it('keeps its retry as the result once the registration is answered', async () => {
+    next = { id: 'accepted-1', refuse: false };
+    early = undefined;
+    const res = await register('wf-accepted');
+    expect(res.errors).toBeUndefined();
+    expect(res.data!.registerVerification.verification.externalId).toBe('accepted-1');
+
+    expect(early!.answer.status).toBe(503);
+    expect(await verificationEvents('accepted-1')).toBe(0);
+    const retry = await postCallback(early!.url, { verificationExternalId: 'accepted-1', status: 'EARLY' });
+    expect(retry.status).toBe(204);
+    const read = await gw.graphql(COMPLETION, { id: 'accepted-1' }, { key: API_KEY });
+    expect(read.data!.node).toEqual({ externalId: 'accepted-1', completion: { status: 'EARLY' } });
+  });
+});
