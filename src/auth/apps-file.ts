@@ -8,6 +8,7 @@ import { z } from 'zod';
 
 import { FileError } from '../errors.js';
 import { APP_NAME, isScope, KEY_LABEL, KEY_LABEL_RULE, SCOPES, type Scope } from './caller.js';
+import { NOT_A_FILE, NotAFileError, openRegularFile } from './regular-file.js';
 
 /** One app of the file. */
 export interface AppFileEntry {
@@ -68,19 +69,24 @@ export function readAppsFile(file: string): AppFileEntry[] {
  * as readJsonFile refuses a JSON file: read whole first, a file far past any real one (the wrong path, a dump) was held
  * in memory twice over, a buffer and a string, before parseYamlFile's bound refused it, and the reload that read it
  * could end the gateway it was to leave unchanged; past ~512 MiB it was said as "cannot be read: ERR_STRING_TOO_LONG".
- * The size is asked of the file, then checked again of what was read (a file that grew says so only then).
+ * The size is asked of the open file, then checked again of what was read (a file that grew says so only then); a
+ * path that is no regular file (a pipe, a device, a folder) is refused unread.
  */
 export function readYamlText(
   file: string,
   refuse: (line: number | null, reason: string, message?: string) => Error,
 ): string {
   let raw: Buffer | null;
+  let fd: number | undefined;
   try {
-    // Read by its path, as the reload's other reads are (a file replaced between the two steps is read as it is then).
-    raw = fs.statSync(file).size > MAX_YAML_FILE_BYTES ? null : fs.readFileSync(file);
+    fd = openRegularFile(file);
+    raw = fs.fstatSync(fd).size > MAX_YAML_FILE_BYTES ? null : fs.readFileSync(fd);
   } catch (err) {
+    if (err instanceof NotAFileError) throw refuse(null, `${NOT_A_FILE}: name the YAML or JSON file itself`);
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     throw refuse(null, `cannot be read: ${code}`, `${file} cannot be read: ${code}`);
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
   }
   if (raw === null || raw.length > MAX_YAML_FILE_BYTES) throw refuse(1, TOO_LARGE);
   return raw.toString('utf8');

@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 
 import { FileError } from '../errors.js';
+import { NOT_A_FILE, NotAFileError, openRegularFile } from './regular-file.js';
 
 /** A JSON file that cannot be read or parsed; the message names the file and, when known, the line. */
 export class JsonFileError extends FileError {}
@@ -22,7 +23,7 @@ const mebibytes = (bytes: number) => `${bytes / (1024 * 1024)} MiB`;
  * Reads a JSON file of at most `maxBytes` bytes. A larger file is refused unread (line 1): what is parsed is held in
  * memory many times over, and the reload that reads it holds the event loop, so a file far past any real one (the wrong
  * path, a dump) would stop the gateway for seconds or end it. The size is asked of the open file, then checked again of
- * what was read (a pipe or a file that grew says no size).
+ * what was read (a file that grew). A path that is no regular file (a pipe, a device, a folder) is refused unread.
  */
 export function readJsonFile(file: string, maxBytes: number): JsonFile {
   const tooLarge = () =>
@@ -34,11 +35,12 @@ export function readJsonFile(file: string, maxBytes: number): JsonFile {
   let raw: Buffer;
   let fd: number | undefined;
   try {
-    fd = fs.openSync(file, 'r');
+    fd = openRegularFile(file);
     if (fs.fstatSync(fd).size > maxBytes) throw tooLarge();
     raw = fs.readFileSync(fd);
   } catch (err) {
     if (err instanceof JsonFileError) throw err;
+    if (err instanceof NotAFileError) throw new JsonFileError(file, null, `${NOT_A_FILE}: name the JSON file itself`);
     throw new JsonFileError(
       file,
       null,

@@ -7,6 +7,7 @@ import { AppsFileError, readAppsFile, type AppFileEntry } from '../auth/apps-fil
 import { APP_NAME, KEY_LABEL, KEY_LABEL_RULE, parseAppKey, sha256, type AppKey } from '../auth/caller.js';
 import { CLAIM_NAME, IssuersFileError, readIssuersFile } from '../auth/issuers-file.js';
 import type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from '../auth/jwt-config.js';
+import { NOT_A_FILE, NotAFileError, openRegularFile } from '../auth/regular-file.js';
 import { LINE_CONTROL } from '../errors.js';
 import { PHASES, type Phase } from '../phases.js';
 import { CLOUD_SHAPE_MODES, cloudShapeByName, DEFAULT_CLOUD_SHAPE } from '../sandbox/cloud-shapes.js';
@@ -518,8 +519,8 @@ const VARS = {
         return url.hostname !== '' || (url.searchParams.get('host') ?? '') !== '';
       }, 'must name a host (postgres://user@host:5432/db), or a socket folder as ?host=/var/run/postgresql')
       // pg reads these files when it makes its first connection, and a missing one ends the start with a stack trace.
-      // So does a folder, which access() finds readable (pg's read fails with EISDIR, said as "PostgreSQL refused"),
-      // and a named pipe or a device, whose read would hold the start for as long as no writer ends it.
+      // So does a folder (pg's read fails with EISDIR, said as "PostgreSQL refused"), and a named pipe or a device,
+      // whose read would hold the start for as long as no writer ends it: the one check of every configured file.
       .superRefine((s, ctx) => {
         if (s === undefined || !URL.canParse(s)) return;
         const params = new URL(s).searchParams;
@@ -527,15 +528,15 @@ const VARS = {
           const file = params.get(name);
           if (file === null || file === '') continue;
           try {
-            fs.accessSync(file, fs.constants.R_OK);
-            if (!fs.statSync(file).isFile()) {
+            fs.closeSync(openRegularFile(file));
+          } catch (err) {
+            if (err instanceof NotAFileError) {
               ctx.addIssue({
                 code: 'custom',
-                message: `its ${name} file ${file} is not a file (a folder, a pipe or a device): name the PEM file itself`,
+                message: `its ${name} file ${file} ${NOT_A_FILE}: name the PEM file itself`,
               });
               return;
             }
-          } catch (err) {
             const code = (err as { code?: string }).code ?? 'unreadable';
             ctx.addIssue({ code: 'custom', message: `its ${name} file ${file} cannot be read (${code})` });
             return;

@@ -12,6 +12,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
 import { M } from '../helpers/cloud.js';
+import { namedPipe } from '../helpers/fifo.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import {
   AUDIENCE,
@@ -532,6 +533,53 @@ describe('configuration that reloads without a restart', () => {
       expect(await byId(TYPENAME)).toEqual({ data: { __typename: 'Query' } });
       fs.writeFileSync(file(), text + ' '.repeat(bytes - Buffer.byteLength(text)));
       expect((await reload(t)).status).toBe(200);
+    },
+  );
+
+  // Read as a file, a named pipe held the reload, and the event loop with it, until a writer came and went (the pipe's
+  // writer here comes at once and writes nothing, so the old reading said the file was empty); a folder was said as
+  // "cannot be read (EISDIR)". Each is refused unread, the good changes to the other files applied neither.
+  const swapped: Array<[string, () => string]> = [
+    ['GATEWAY_APPS_FILE', () => files.apps],
+    ['AUTH_JWKS_FILE', () => files.jwks],
+    ['MOBILEID_JWKS_FILE', () => files.mobileJwks],
+    ['TRUSTED_DOCUMENTS_MANIFEST', () => files.manifest],
+  ];
+  it.each(
+    swapped.flatMap(([variable, file]) =>
+      (['a named pipe', 'a folder'] as const).map((kind) => [variable, kind, file] as const),
+    ),
+  )(
+    '%s replaced by %s: the reload is refused at once, naming the variable and the path, and nothing changes',
+    async (variable, kind, file) => {
+      const next = await signingKey('idp-4');
+      fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+      fs.writeFileSync(files.jwks, jwks(next));
+      fs.writeFileSync(files.manifest, manifestOf([PROJECTS]));
+      fs.rmSync(file());
+      const pipe = kind === 'a named pipe' ? namedPipe(file()) : null;
+      if (!pipe) fs.mkdirSync(file());
+      try {
+        const counted = await reloadsCounted(t);
+        const res = await reload(t);
+        expect(res.status).toBe(422);
+        expect(res.body).toMatchObject({ error: 'reload_failed', variable, file: file(), line: null });
+        expect(res.body.error_description).toContain(`${file()}: is not a file (a folder, a pipe or a device)`);
+        expect(await reloadsCounted(t)).toEqual({ ok: counted.ok, failed: counted.failed + 1 });
+        expect(await status(OLD_KEY)).toBe(200);
+        expect(await status(NEW_KEY)).toBe(401);
+        expect(await status(await sign(jwtKey))).toBe(200);
+        expect(await status(await sign(next))).toBe(401);
+        const byId = await request(`${t.url}/graphql`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
+          body: JSON.stringify({ documentId: idOf(TYPENAME) }),
+        });
+        expect(await byId.body.json()).toEqual({ data: { __typename: 'Query' } });
+      } finally {
+        if (pipe) pipe.remove();
+        else fs.rmSync(file(), { recursive: true });
+      }
     },
   );
 
