@@ -10,7 +10,17 @@ import { SingleResultTypes } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { DirectPath } from './direct-path.js';
 import type { Route, RouteContext } from './http.js';
-import { BodyEncodedError, BodyTooLargeError, jsonText, mediaType, readBody, sendJson } from './respond.js';
+import {
+  BodyEncodedError,
+  BodyTooLargeError,
+  contentType,
+  decoderFor,
+  invalidInCharset,
+  jsonTextIn,
+  readBody,
+  sendJson,
+  unreadableCharset,
+} from './respond.js';
 import { admitHttp, untrustedHttp, type DocumentAdmission } from './trusted-documents.js';
 
 export interface GraphqlRouteOptions {
@@ -65,6 +75,19 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
       let body: unknown;
       let json = false;
       if (req.method === 'POST') {
+        // A bare `application/json` (nearly every request) is one comparison in contentType, and no decoder is asked.
+        const header = contentType(req);
+        json = header.type === 'application/json';
+        const jsonish = json || header.type.endsWith('+json');
+        const decoder = jsonish && header.charset !== null ? decoderFor(header.charset) : null;
+        if (decoder === undefined) {
+          // Refused unread, as the webhooks refuse it: close the connection rather than drain the body.
+          res.setHeader('connection', 'close');
+          refuse(types, req, res, 415, {
+            errors: [{ message: unreadableCharset(header.charset!), extensions: { code: ErrorCode.BAD_REQUEST } }],
+          });
+          return;
+        }
         let raw: Buffer;
         try {
           raw = await readBody(req, options.maxBodyBytes);
@@ -85,11 +108,18 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
           }
           throw err;
         }
-        const type = mediaType(req);
-        json = type === 'application/json';
-        if (json || type.endsWith('+json')) {
+        if (jsonish) {
+          let text: string;
           try {
-            body = raw.length ? JSON.parse(jsonText(raw)) : undefined;
+            text = jsonTextIn(raw, decoder);
+          } catch {
+            refuse(types, req, res, 400, {
+              errors: [{ message: invalidInCharset(header.charset!), extensions: { code: ErrorCode.BAD_REQUEST } }],
+            });
+            return;
+          }
+          try {
+            body = raw.length ? JSON.parse(text) : undefined;
           } catch {
             refuse(types, req, res, 400, {
               errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }],

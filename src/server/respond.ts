@@ -200,6 +200,49 @@ export function contentType(req: IncomingMessage): ContentType {
   return { type, charset: null };
 }
 
-export function mediaType(req: IncomingMessage): string {
-  return contentType(req).type;
+/**
+ * Declared charsets read as a body that declares none, as UTF-8: US-ASCII is a subset of it (WHATWG reads the label as
+ * windows-1252, as browsers do; a body that declares ASCII and holds UTF-8 is read as it was most likely written).
+ */
+const READ_AS_UTF8 = new Set(['utf-8', 'utf8', 'us-ascii', 'ascii']);
+
+/**
+ * The decoder of a declared charset a body is read in rather than UTF-8 (fatal: a byte invalid in it throws, where
+ * it would otherwise read as U+FFFD), null when the body is read as UTF-8, or undefined for a label TextDecoder does
+ * not know. RFC 8259 §8.1 wants JSON in UTF-8, but a sender that declares another charset says how to read its bytes:
+ * every route that reads a body (the webhooks, POST /graphql, /graphql/stream, /mcp) reads it in the charset by this
+ * one rule, and refuses the same charsets in the same words (`unreadableCharset`, `invalidInCharset`).
+ */
+export function decoderFor(charset: string): TextDecoder | null | undefined {
+  if (READ_AS_UTF8.has(charset)) return null;
+  let decoder: TextDecoder;
+  try {
+    decoder = new TextDecoder(charset, { fatal: true });
+  } catch {
+    return undefined;
+  }
+  // Another label of UTF-8 (`unicode-1-1-utf-8`): read as one that names it, with the same answers.
+  return decoder.encoding === 'utf-8' ? null : decoder;
+}
+
+/** A declared charset as an answer names it: quoted, and bounded (it is the sender's text). */
+const quoted = (charset: string): string => JSON.stringify(charset.length > 64 ? `${charset.slice(0, 64)}…` : charset);
+
+/** The refusal of a charset `decoderFor` does not know (answered 415, the body unread). */
+export const unreadableCharset = (charset: string): string =>
+  `the charset ${quoted(charset)} is not one the gateway can read: send the body in UTF-8`;
+
+/** The refusal of bytes invalid in the declared charset (answered 400). */
+export const invalidInCharset = (charset: string): string =>
+  `the body is not valid text in its declared charset ${quoted(charset)}`;
+
+/**
+ * A JSON body's text read with `decoder` (from `decoderFor`; null: `jsonText`'s UTF-8). The decoder drops a UTF-8 or
+ * UTF-16 byte order mark; a GB18030 one reads as U+FEFF, dropped as `jsonText` drops UTF-8's. Throws (TypeError) on
+ * bytes invalid in the charset.
+ */
+export function jsonTextIn(raw: Buffer, decoder: TextDecoder | null): string {
+  if (decoder === null) return jsonText(raw);
+  const text = decoder.decode(raw);
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }

@@ -15,7 +15,18 @@ import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { Delivery, type Holding } from './held-credentials.js';
 import type { Route, RouteContext } from './http.js';
-import { BodyEncodedError, BodyTooLargeError, jsonText, readBody, refuseShuttingDown, sendJson } from './respond.js';
+import {
+  BodyEncodedError,
+  BodyTooLargeError,
+  contentType,
+  decoderFor,
+  invalidInCharset,
+  jsonTextIn,
+  readBody,
+  refuseShuttingDown,
+  sendJson,
+  unreadableCharset,
+} from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
 import { untrustedRefusal, type DocumentRefusal } from './trusted-documents.js';
 
@@ -712,6 +723,18 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         );
         return;
       }
+      // Read in the charset the Content-Type declares, as every JSON body is (a bare type: one comparison, no lookup).
+      const header = contentType(req);
+      const decoder = header.charset === null ? null : decoderFor(header.charset);
+      if (decoder === undefined) {
+        sendJson(
+          res,
+          415,
+          { errors: [{ message: unreadableCharset(header.charset!), extensions: { code: ErrorCode.BAD_REQUEST } }] },
+          { connection: 'close' },
+        );
+        return;
+      }
       let raw: Buffer;
       try {
         raw = await readBody(req, options.bodyLimit);
@@ -732,9 +755,18 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         sendJson(res, 413, { errors: [bodyTooLarge(options.bodyLimit)] }, { connection: 'close' });
         return;
       }
+      let text: string;
+      try {
+        text = jsonTextIn(raw, decoder);
+      } catch {
+        sendJson(res, 400, {
+          errors: [{ message: invalidInCharset(header.charset!), extensions: { code: ErrorCode.BAD_REQUEST } }],
+        });
+        return;
+      }
       let parsed: unknown;
       try {
-        parsed = raw.length ? JSON.parse(jsonText(raw)) : null;
+        parsed = raw.length ? JSON.parse(text) : null;
       } catch {
         sendJson(res, 400, {
           errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }],

@@ -29,7 +29,16 @@ import { logUnexpected, type Logger } from '../../logger.js';
 import type { LiveSubscriptions } from '../../ratelimit/live-subscriptions.js';
 import { Delivery, type HeldCredentials, type Holding } from '../held-credentials.js';
 import type { Route } from '../http.js';
-import { BodyEncodedError, BodyTooLargeError, jsonText, readBody } from '../respond.js';
+import {
+  BodyEncodedError,
+  BodyTooLargeError,
+  contentType,
+  decoderFor,
+  invalidInCharset,
+  jsonTextIn,
+  readBody,
+  unreadableCharset,
+} from '../respond.js';
 import { refusedParams } from './params.js';
 import { loadMcpSdk, type McpSdk } from './sdk.js';
 import { createRequestServer, type McpSurface, type Readmitted } from './server.js';
@@ -272,6 +281,15 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
         let raw: Buffer | null = null;
         let parsed: unknown;
         if (req.method === 'POST') {
+          // A JSON body is read in the charset its Content-Type declares, as every JSON body is; the SDK is handed
+          // the message parsed here, so it never reads the bytes as UTF-8 itself (a bare type: no lookup).
+          const header = contentType(req);
+          const decoder =
+            header.charset === null || header.type !== 'application/json' ? null : decoderFor(header.charset);
+          if (decoder === undefined) {
+            res.setHeader('connection', 'close');
+            return sendJsonRpcError(res, 415, -32000, unreadableCharset(header.charset!));
+          }
           try {
             raw = await readBody(req, o.maxBodyBytes);
           } catch (err) {
@@ -283,10 +301,16 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
             res.setHeader('connection', 'close');
             return sendJsonRpcError(res, 413, -32000, `the body exceeds ${o.maxBodyBytes} bytes`);
           }
+          let text: string;
+          try {
+            text = jsonTextIn(raw, decoder);
+          } catch {
+            return sendJsonRpcError(res, 400, -32700, `Parse error: ${invalidInCharset(header.charset!)}`);
+          }
           try {
             // Read as the SDK reads a body (its TextDecoder drops a byte order mark), so that what the gateway
             // classifies here (a listen stream, a step-up) is the message the SDK then serves.
-            parsed = raw.length ? JSON.parse(jsonText(raw)) : undefined;
+            parsed = raw.length ? JSON.parse(text) : undefined;
           } catch {
             parsed = undefined;
           }

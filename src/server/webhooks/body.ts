@@ -2,7 +2,18 @@ import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 
 import { WebhookErrorCode } from '../../errors.js';
-import { BodyEncodedError, BodyTooLargeError, contentType, jsonText, readBody, unsupportedCoding } from '../respond.js';
+import {
+  BodyEncodedError,
+  BodyTooLargeError,
+  contentType,
+  decoderFor,
+  invalidInCharset,
+  jsonText,
+  jsonTextIn,
+  readBody,
+  unreadableCharset,
+  unsupportedCoding,
+} from '../respond.js';
 
 /** How a webhook route reads its body: which media types it takes, and its refusals. */
 export interface WebhookBodyOptions {
@@ -173,33 +184,6 @@ function unsupportedType(options: WebhookBodyOptions, close: boolean): WebhookBo
 }
 
 /**
- * Declared charsets read as a body that declares none, as UTF-8: US-ASCII is a subset of it (WHATWG reads the label as
- * windows-1252, as browsers do; a body that declares ASCII and holds UTF-8 is read as it was most likely written).
- */
-const READ_AS_UTF8 = new Set(['utf-8', 'utf8', 'us-ascii', 'ascii']);
-
-/**
- * The decoder of a declared charset the body is read in rather than UTF-8 (fatal: a byte invalid in it throws, where
- * it would otherwise read as U+FFFD), null when the body is read as UTF-8, or undefined for a label TextDecoder does
- * not know. RFC 8259 §8.1 wants JSON in UTF-8, but a sender that declares another charset says how to read its bytes,
- * and the sender does not retry a refusal.
- */
-function decoderFor(charset: string): TextDecoder | null | undefined {
-  if (READ_AS_UTF8.has(charset)) return null;
-  let decoder: TextDecoder;
-  try {
-    decoder = new TextDecoder(charset, { fatal: true });
-  } catch {
-    return undefined;
-  }
-  // Another label of UTF-8 (`unicode-1-1-utf-8`): read as one that names it, with the same answers.
-  return decoder.encoding === 'utf-8' ? null : decoder;
-}
-
-/** A declared charset as an answer names it: quoted, and bounded (it is the sender's text). */
-const quoted = (charset: string): string => JSON.stringify(charset.length > 64 ? `${charset.slice(0, 64)}…` : charset);
-
-/**
  * A form body's text, read in a declared charset, as the UTF-8 form text `formFields` reads: its percent-encoded bytes
  * are bytes of that charset (as a browser writes a form submitted in it), which URLSearchParams would read as UTF-8.
  * Each run of them is decoded in the charset and encoded again as UTF-8; `&`, `=`, `+` and `%` among them stay encoded,
@@ -245,7 +229,7 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
       status: 415,
       error: WebhookErrorCode.INVALID_REQUEST,
       reason: 'UNSUPPORTED_MEDIA_TYPE',
-      description: `the charset ${quoted(header.charset!)} is not one the gateway can read: send the body in UTF-8`,
+      description: unreadableCharset(header.charset!),
       close: true,
     };
   }
@@ -298,15 +282,14 @@ function readInCharset(
   sniffed: boolean,
   options: WebhookBodyOptions,
 ): WebhookBody {
-  const invalid = () => malformed(`the body is not valid text in its declared charset ${quoted(charset)}`);
+  const invalid = () => malformed(invalidInCharset(charset));
   let text: string;
   try {
-    // The decoder drops a UTF-8 or UTF-16 byte order mark; a GB18030 one reads as U+FEFF, dropped as jsonText does.
-    text = decoder.decode(raw);
+    text = parser === 'json' ? jsonTextIn(raw, decoder) : decoder.decode(raw);
   } catch {
     return invalid();
   }
-  if (parser === 'json') return parseJson(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text, type, sniffed, options);
+  if (parser === 'json') return parseJson(text, type, sniffed, options);
   let form: string;
   try {
     form = utf8FormText(text, decoder);
