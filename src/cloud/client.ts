@@ -95,6 +95,7 @@ export class CloudTokens {
       });
     } catch (err) {
       if (!(err instanceof UpstreamRejectedError)) throw err;
+      if (err.status >= 300 && err.status < 400) throw this.redirected(err, log);
       // The endpoint's answer is about the gateway's own account (and may quote its credentials): the operator's to
       // read, in the log with the credentials' values masked; the app is told the code, the upstream and the status.
       // Masked before it is written as JSON: a value quoted in a text of the answer is then found in any form.
@@ -129,6 +130,26 @@ export class CloudTokens {
       'cloud access token obtained',
     );
     return parsed.token;
+  }
+
+  /**
+   * A redirect answering the token request is no verdict on the credentials: the endpoint has moved, or something
+   * before it redirects (http where https is served, a proxy's sign-in page). It is not followed (its Location may be
+   * another host, which the credentials must not reach), as a creation's is not (src/upstream/http.ts), and it is said
+   * as what it is, so that the operator checks the address rather than rotates credentials that are fine. Its status
+   * alone is logged: the Location and the body may carry a ticket. The code stays the one of any 3xx answering a
+   * request that is no creation (docs/contract.md, UPSTREAM_REJECTED); nothing was sent to the cloud.
+   */
+  private redirected(err: UpstreamRejectedError, log: RequestLog | undefined): GatewayError {
+    (log?.logger ?? this.logger).error(
+      { upstream: err.upstream, status: err.status },
+      'the cloud token endpoint answered with a redirect, not followed: its address (CLOUD_API_URL) is not where the endpoint answers, or a proxy before it redirects; the credentials were not judged',
+    );
+    return new GatewayError(
+      err.code,
+      `${err.upstream} answered the token request with a redirect (HTTP ${err.status}), which the gateway does not follow; nothing was sent to the cloud, and the gateway's log says more`,
+      { upstream: err.upstream, status: err.status },
+    );
   }
 }
 
