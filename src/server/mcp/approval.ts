@@ -11,7 +11,7 @@ import type { Pipeline } from '../../execution/pipeline.js';
 import type { Logger } from '../../logger.js';
 import { errorsResult, toolResultOf, warningsLine } from './operations.js';
 import { mcpSdk } from './sdk.js';
-import { masked, toolError, type McpTool, type ToolCall, type ToolResult } from './server.js';
+import { masked, noSuchTool, toolError, type McpTool, type ToolCall, type ToolResult } from './server.js';
 import type { JsonSchema } from './shapes.js';
 import { refusalFor, type OperationTool } from './tools.js';
 
@@ -107,9 +107,16 @@ export class Approvals {
   /**
    * execute_plan(planId): runs an approved plan once, or asks the person for the approval, or refuses. `tools`: the
    * tools offered now; `offered`: every creation tool offered since start-up, as last made, for a plan of one that a
-   * reload took away (its document left the manifest: the workflow refuses it as changed).
+   * reload took away (its document left the manifest: the workflow refuses it as changed). `offers`: whether the
+   * endpoint serving it offers a tool (a toolset of MCP_TOOLSETS names some): a plan is its app's whichever endpoint
+   * made it, and one of a tool this endpoint leaves out is neither run nor put to the person here, and is answered as a
+   * call of that tool here is.
    */
-  executeTool(tools: ReadonlyMap<string, OperationTool>, offered: ReadonlyMap<string, OperationTool>): McpTool {
+  executeTool(
+    tools: ReadonlyMap<string, OperationTool>,
+    offered: ReadonlyMap<string, OperationTool>,
+    offers: (name: string) => boolean = () => true,
+  ): McpTool {
     return {
       name: 'execute_plan',
       title: 'Execute an approved plan',
@@ -132,18 +139,20 @@ export class Approvals {
       },
       // Offered to an app that may call some creation tool: the plans it can execute are of those tools.
       refusal: (caller) =>
-        [...tools.values()].some((t) => t.kind === 'creation' && refusalFor(t, caller) === null)
+        [...tools.values()].some((t) => t.kind === 'creation' && offers(t.name) && refusalFor(t, caller) === null)
           ? null
           : {
               message: 'execute_plan runs plans of creation tools, none of which this app may call; nothing was sent',
               scope: undefined,
             },
-      call: (args, call) => this.execute((name) => tools.get(name) ?? offered.get(name), args, call),
+      call: (args, call) =>
+        this.execute((name) => (offers(name) ? (tools.get(name) ?? offered.get(name) ?? null) : undefined), args, call),
     };
   }
 
+  /** `toolOf`: a plan's tool, null when it is offered no longer, undefined when this endpoint does not offer it. */
   private async execute(
-    toolOf: (name: string) => OperationTool | undefined,
+    toolOf: (name: string) => OperationTool | null | undefined,
     args: Record<string, unknown>,
     call: ToolCall,
   ): Promise<ToolResult> {
@@ -167,7 +176,8 @@ export class Approvals {
         errors: [{ code: 'NOT_FOUND', argument: 'planId' }],
       });
     const tool = toolOf(plan.tool);
-    if (!tool)
+    if (tool === undefined) return noSuchTool(plan.tool);
+    if (tool === null)
       return toolError(`plan ${plan.id} is for ${plan.tool}, which this endpoint no longer offers; nothing was sent`, {
         errors: [{ code: 'NOT_FOUND' }],
       });

@@ -77,6 +77,14 @@ export function toolError(text: string, structured?: Record<string, unknown>): C
   return { content: [{ type: 'text', text }], isError: true, ...(structured ? { structuredContent: structured } : {}) };
 }
 
+/**
+ * The answer to a tool the endpoint does not offer: a call of it, and an execute_plan of a plan of it (a plan made on
+ * another endpoint of the same app), are told the same.
+ */
+export function noSuchTool(name: string): CallToolResult {
+  return toolError(`no tool ${JSON.stringify(name)} on this endpoint; tools/list shows the tools this app may call`);
+}
+
 export const SERVER_INFO = { name: 'graphql-gateway', version: '1.0.0' };
 
 /**
@@ -194,10 +202,7 @@ export function createRequestServer(
   );
   server.setRequestHandler('tools/call', async (request, ctx) => {
     const tool = tools.find((t) => t.name === request.params.name);
-    if (!tool)
-      return toolError(
-        `no tool ${JSON.stringify(request.params.name)} on this endpoint; tools/list shows the tools this app may call`,
-      );
+    if (!tool) return noSuchTool(request.params.name);
     const refused = tool.refusal(caller);
     if (refused)
       return toolError(refused.message, { code: 'FORBIDDEN', ...(refused.scope ? { scope: refused.scope } : {}) });

@@ -220,10 +220,11 @@ export function buildSurface(o: SurfaceOptions): LiveSurface {
         else tools.push(o.approvals!.planningTool(tool));
       }
     }
+    // A result that started a provisioning links its resource (long provisioning: a resource plus notifications).
+    const linking = (tool: McpTool) => (resources.hasEvents ? linkingProvisionings(tool, resources) : tool);
     if (o.mcp.mutations === 'approve') tools.push(o.approvals!.executeTool(byName, offered));
     if (execute) tools.push(execute);
-    // A result that started a provisioning links its resource (long provisioning: a resource plus notifications).
-    if (resources.hasEvents) for (const [i, tool] of tools.entries()) tools[i] = linkingProvisionings(tool, resources);
+    for (const [i, tool] of tools.entries()) tools[i] = linking(tool);
     if (waiting) tools.push(waiting);
 
     const known = new Set([
@@ -243,7 +244,18 @@ export function buildSurface(o: SurfaceOptions): LiveSurface {
           );
         missing.push(`${name}: ${unknown}`);
       }
-      toolsets.set(name, names.includes('*') ? tools : tools.filter((t) => names.includes(t.name)));
+      if (names.includes('*')) {
+        toolsets.set(name, tools);
+        continue;
+      }
+      // The toolset's own execute_plan: it runs (and puts to the person) only plans of the tools the toolset offers.
+      const offers = (tool: string) => names.includes(tool);
+      toolsets.set(
+        name,
+        tools
+          .filter((t) => offers(t.name))
+          .map((t) => (t.name === 'execute_plan' ? linking(o.approvals!.executeTool(byName, offered, offers)) : t)),
+      );
     }
     return { toolsets, skipped, unplanned, missing };
   };
