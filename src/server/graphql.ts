@@ -10,17 +10,7 @@ import { SingleResultTypes } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { DirectPath } from './direct-path.js';
 import type { Route, RouteContext } from './http.js';
-import {
-  BodyEncodedError,
-  BodyTooLargeError,
-  contentType,
-  decoderFor,
-  invalidInCharset,
-  jsonTextIn,
-  readBody,
-  sendJson,
-  unreadableCharset,
-} from './respond.js';
+import { contentType, readBodyText, sendJson } from './respond.js';
 import { admitHttp, untrustedHttp, type DocumentAdmission } from './trusted-documents.js';
 
 export interface GraphqlRouteOptions {
@@ -79,47 +69,21 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         const header = contentType(req);
         json = header.type === 'application/json';
         const jsonish = json || header.type.endsWith('+json');
-        const decoder = jsonish && header.charset !== null ? decoderFor(header.charset) : null;
-        if (decoder === undefined) {
-          // Refused unread, as the webhooks refuse it: close the connection rather than drain the body.
-          res.setHeader('connection', 'close');
-          refuse(types, req, res, 415, {
-            errors: [{ message: unreadableCharset(header.charset!), extensions: { code: ErrorCode.BAD_REQUEST } }],
+        const read = await readBodyText(req, options.maxBodyBytes, jsonish ? header.charset : null);
+        if (!read.ok) {
+          if (read.close) res.setHeader('connection', 'close');
+          refuse(types, req, res, read.status, {
+            errors: [
+              read.message === null
+                ? bodyTooLarge(options.maxBodyBytes)
+                : { message: read.message, extensions: { code: ErrorCode.BAD_REQUEST } },
+            ],
           });
           return;
         }
-        let raw: Buffer;
-        try {
-          raw = await readBody(req, options.maxBodyBytes);
-        } catch (err) {
-          if (err instanceof BodyTooLargeError) {
-            const max = options.maxBodyBytes;
-            // The rest of the body is not read: close the connection rather than drain it.
-            res.setHeader('connection', 'close');
-            refuse(types, req, res, 413, { errors: [bodyTooLarge(max)] });
-            return;
-          }
-          if (err instanceof BodyEncodedError) {
-            res.setHeader('connection', 'close');
-            refuse(types, req, res, 415, {
-              errors: [{ message: err.message, extensions: { code: ErrorCode.BAD_REQUEST } }],
-            });
-            return;
-          }
-          throw err;
-        }
         if (jsonish) {
-          let text: string;
           try {
-            text = jsonTextIn(raw, decoder);
-          } catch {
-            refuse(types, req, res, 400, {
-              errors: [{ message: invalidInCharset(header.charset!), extensions: { code: ErrorCode.BAD_REQUEST } }],
-            });
-            return;
-          }
-          try {
-            body = raw.length ? JSON.parse(text) : undefined;
+            body = read.raw.length ? JSON.parse(read.text) : undefined;
           } catch {
             refuse(types, req, res, 400, {
               errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }],
@@ -127,7 +91,8 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
             return;
           }
         } else {
-          body = raw.toString('utf8');
+          // Not JSON, which Apollo refuses in its own words: read as UTF-8.
+          body = read.text;
         }
       }
       let search = ctx.search;

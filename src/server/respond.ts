@@ -246,3 +246,41 @@ export function jsonTextIn(raw: Buffer, decoder: TextDecoder | null): string {
   const text = decoder.decode(raw);
   return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }
+
+/** Why a request body was not read as text: the status to answer, its words, and whether to close the connection. */
+export interface BodyRefusal {
+  ok: false;
+  status: 400 | 413 | 415;
+  /** Null for 413: each route words its own limit. */
+  message: string | null;
+  /** The body was left unread: close the connection rather than drain it. */
+  close: boolean;
+}
+
+/**
+ * A JSON request body of POST /graphql, /graphql/stream or /mcp, read as text in `charset` (its Content-Type's, or null
+ * for none: UTF-8), or why it was not: a charset the gateway cannot read (415, unread), a Content-Encoding (415, unread),
+ * a body over `limit` (413, the rest unread), bytes invalid in the charset (400). One reader, so the three routes
+ * refuse the same bodies in the same words; a body that declares no charset looks nothing up.
+ */
+export async function readBodyText(
+  req: IncomingMessage,
+  limit: number,
+  charset: string | null,
+): Promise<{ ok: true; raw: Buffer; text: string } | BodyRefusal> {
+  const decoder = charset === null ? null : decoderFor(charset);
+  if (decoder === undefined) return { ok: false, status: 415, message: unreadableCharset(charset!), close: true };
+  let raw: Buffer;
+  try {
+    raw = await readBody(req, limit);
+  } catch (err) {
+    if (err instanceof BodyEncodedError) return { ok: false, status: 415, message: err.message, close: true };
+    if (err instanceof BodyTooLargeError) return { ok: false, status: 413, message: null, close: true };
+    throw err;
+  }
+  try {
+    return { ok: true, raw, text: jsonTextIn(raw, decoder) };
+  } catch {
+    return { ok: false, status: 400, message: invalidInCharset(charset!), close: false };
+  }
+}

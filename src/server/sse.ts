@@ -15,18 +15,7 @@ import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { Delivery, type Holding } from './held-credentials.js';
 import type { Route, RouteContext } from './http.js';
-import {
-  BodyEncodedError,
-  BodyTooLargeError,
-  contentType,
-  decoderFor,
-  invalidInCharset,
-  jsonTextIn,
-  readBody,
-  refuseShuttingDown,
-  sendJson,
-  unreadableCharset,
-} from './respond.js';
+import { contentType, readBodyText, refuseShuttingDown, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
 import { untrustedRefusal, type DocumentRefusal } from './trusted-documents.js';
 
@@ -724,46 +713,23 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         return;
       }
       // Read in the charset the Content-Type declares, as every JSON body is (a bare type: one comparison, no lookup).
-      const header = contentType(req);
-      const decoder = header.charset === null ? null : decoderFor(header.charset);
-      if (decoder === undefined) {
+      const read = await readBodyText(req, options.bodyLimit, contentType(req).charset);
+      if (!read.ok) {
         sendJson(
           res,
-          415,
-          { errors: [{ message: unreadableCharset(header.charset!), extensions: { code: ErrorCode.BAD_REQUEST } }] },
-          { connection: 'close' },
+          read.status,
+          {
+            errors: [
+              read.message === null
+                ? bodyTooLarge(options.bodyLimit)
+                : { message: read.message, extensions: { code: ErrorCode.BAD_REQUEST } },
+            ],
+          },
+          read.close ? { connection: 'close' } : undefined,
         );
         return;
       }
-      let raw: Buffer;
-      try {
-        raw = await readBody(req, options.bodyLimit);
-      } catch (err) {
-        if (err instanceof BodyEncodedError) {
-          sendJson(
-            res,
-            415,
-            { errors: [{ message: err.message, extensions: { code: ErrorCode.BAD_REQUEST } }] },
-            {
-              connection: 'close',
-            },
-          );
-          return;
-        }
-        if (!(err instanceof BodyTooLargeError)) throw err;
-        // The rest of the body is not read: close the connection rather than drain it.
-        sendJson(res, 413, { errors: [bodyTooLarge(options.bodyLimit)] }, { connection: 'close' });
-        return;
-      }
-      let text: string;
-      try {
-        text = jsonTextIn(raw, decoder);
-      } catch {
-        sendJson(res, 400, {
-          errors: [{ message: invalidInCharset(header.charset!), extensions: { code: ErrorCode.BAD_REQUEST } }],
-        });
-        return;
-      }
+      const { raw, text } = read;
       let parsed: unknown;
       try {
         parsed = raw.length ? JSON.parse(text) : null;

@@ -30,15 +30,7 @@ export async function callInFlight(
   operation: string,
   now: number,
 ): Promise<boolean> {
-  const row = await db
-    .selectFrom('idempotency_records')
-    .select('key')
-    .where('scope', '=', scope)
-    .where('operation', '=', operation)
-    .where('state', '=', 'pending')
-    .where('lease_until', '>', now)
-    .limit(1)
-    .executeTakeFirst();
+  const row = await inFlight(db, scope, operation, now).limit(1).executeTakeFirst();
   return row !== undefined;
 }
 
@@ -52,15 +44,19 @@ export async function callsInFlight(
   operation: string,
   now: number,
 ): Promise<string[]> {
-  const rows = await db
+  const rows = await inFlight(db, scope, operation, now).execute();
+  return rows.map((row) => row.key);
+}
+
+/** The keys of `operation`'s calls by `scope` whose lease is live at `now`: pending, and not taken over yet. */
+function inFlight(db: Kysely<Database>, scope: string, operation: string, now: number) {
+  return db
     .selectFrom('idempotency_records')
     .select('key')
     .where('scope', '=', scope)
     .where('operation', '=', operation)
     .where('state', '=', 'pending')
-    .where('lease_until', '>', now)
-    .execute();
-  return rows.map((row) => row.key);
+    .where('lease_until', '>', now);
 }
 
 /**

@@ -29,16 +29,7 @@ import { logUnexpected, type Logger } from '../../logger.js';
 import type { LiveSubscriptions } from '../../ratelimit/live-subscriptions.js';
 import { Delivery, type HeldCredentials, type Holding } from '../held-credentials.js';
 import type { Route } from '../http.js';
-import {
-  BodyEncodedError,
-  BodyTooLargeError,
-  contentType,
-  decoderFor,
-  invalidInCharset,
-  jsonTextIn,
-  readBody,
-  unreadableCharset,
-} from '../respond.js';
+import { contentType, readBodyText } from '../respond.js';
 import { refusedParams } from './params.js';
 import { loadMcpSdk, type McpSdk } from './sdk.js';
 import { createRequestServer, type McpSurface, type Readmitted } from './server.js';
@@ -284,33 +275,26 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
           // A JSON body is read in the charset its Content-Type declares, as every JSON body is; the SDK is handed
           // the message parsed here, so it never reads the bytes as UTF-8 itself (a bare type: no lookup).
           const header = contentType(req);
-          const decoder =
-            header.charset === null || header.type !== 'application/json' ? null : decoderFor(header.charset);
-          if (decoder === undefined) {
-            res.setHeader('connection', 'close');
-            return sendJsonRpcError(res, 415, -32000, unreadableCharset(header.charset!));
+          const read = await readBodyText(
+            req,
+            o.maxBodyBytes,
+            header.type === 'application/json' ? header.charset : null,
+          );
+          if (!read.ok) {
+            if (read.close) res.setHeader('connection', 'close');
+            if (read.status === 400) return sendJsonRpcError(res, 400, -32700, `Parse error: ${read.message!}`);
+            return sendJsonRpcError(
+              res,
+              read.status,
+              -32000,
+              read.message ?? `the body exceeds ${o.maxBodyBytes} bytes`,
+            );
           }
-          try {
-            raw = await readBody(req, o.maxBodyBytes);
-          } catch (err) {
-            if (err instanceof BodyEncodedError) {
-              res.setHeader('connection', 'close');
-              return sendJsonRpcError(res, 415, -32000, err.message);
-            }
-            if (!(err instanceof BodyTooLargeError)) throw err;
-            res.setHeader('connection', 'close');
-            return sendJsonRpcError(res, 413, -32000, `the body exceeds ${o.maxBodyBytes} bytes`);
-          }
-          let text: string;
-          try {
-            text = jsonTextIn(raw, decoder);
-          } catch {
-            return sendJsonRpcError(res, 400, -32700, `Parse error: ${invalidInCharset(header.charset!)}`);
-          }
+          raw = read.raw;
           try {
             // Read as the SDK reads a body (its TextDecoder drops a byte order mark), so that what the gateway
             // classifies here (a listen stream, a step-up) is the message the SDK then serves.
-            parsed = raw.length ? JSON.parse(text) : undefined;
+            parsed = read.raw.length ? JSON.parse(read.text) : undefined;
           } catch {
             parsed = undefined;
           }
