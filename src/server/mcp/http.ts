@@ -10,6 +10,7 @@
 // the reload left it), from the gateway's event bus (src/server/mcp/resources.ts watch), so any replica's event
 // reaches it.
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { setMaxListeners } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type {
@@ -190,6 +191,9 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
   // The open listen streams, ended at shutdown (one opened after it is ended at once); `stopping` ends the waits.
   const streams = new Set<AbortController>();
   const stopping = new AbortController();
+  // Each waiting wait_for_events listens on it, and takes its listener off when it ends: as many as wait, no bound to
+  // warn past (Node warns from the eleventh listener of an EventTarget).
+  setMaxListeners(0, stopping.signal);
   // Made with the SDK on the first request (src/server/mcp/sdk.ts): one handler for the whole gateway, whose factory
   // makes each request's server from what the route authenticated.
   let endpoint: { sdk: McpSdk; allowed: string[]; handler: ReturnType<McpSdk['createMcpHandler']> } | null = null;

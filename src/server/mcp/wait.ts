@@ -164,14 +164,24 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry, 
           if (kind !== undefined) forbidden.abort({ kind, scope: resources.missingScope(caller, kind)!.scope });
         }) ?? (() => undefined);
       let page;
-      const signal = AbortSignal.any([
+      const ends = [
         call.ctx.mcpReq.signal,
         expiring.signal,
         forbidden.signal,
         ...(call.revoked ? [call.revoked] : []),
         // At shutdown: answered as a wait that found nothing new, with its cursor, for the agent to call again.
         ...(call.stopping ? [call.stopping] : []),
-      ]);
+      ];
+      // Joined by hand, its listeners taken off when the call ends, not with AbortSignal.any: `stopping` lives as long
+      // as the gateway, and AbortSignal.any leaves an entry on it for every call, which Node 20 never prunes (memory
+      // held for good per call: an agent polling wait_for_events grew the gateway without bound).
+      const ended = new AbortController();
+      const end = (): void => ended.abort();
+      for (const source of ends) {
+        if (source.aborted) ended.abort();
+        else source.addEventListener('abort', end, { once: true });
+      }
+      const signal = ended.signal;
       try {
         page = await resources.events.waitForEvents(call.caller, {
           cursor: cursor as string | undefined,
@@ -198,6 +208,7 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry, 
         if ((err as Error).name !== 'CursorError') throw err;
         return bad('cursor', (err as Error).message, { reason });
       } finally {
+        for (const source of ends) source.removeEventListener('abort', end);
         cancelExpiry();
         stopReadmitted();
         taken?.();
