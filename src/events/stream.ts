@@ -27,6 +27,15 @@ export interface StreamOptions<T = EventRecord> {
   /** One key (auth_req_id, external id): the stored event first, then live ones. */
   key?: string;
   /**
+   * With `key`: the key the events are kept under, when a domain may keep them under another spelling of the key a
+   * subscriber names (a read of the domain's own, such as its ledger); null, or `key` itself, keeps `key`. Asked once,
+   * in the stream's first read: beside the stored event's read under `key` (the common answer, `key`, costs no round
+   * trip more), or before a resumed stream's replay; retried as that read is, so a subscriber that starts while the
+   * database is away waits it out. Another key found moves the live listener to it before the log is read under it.
+   * What it throws ends the stream with that error, as a failed read of the log does.
+   */
+  keyOf?: () => Promise<string | null>;
+  /**
    * Only events this API-key scope owns, for streams over every key: not the shared ones, which an app reads by their
    * key (src/auth/tenancy.ts), so that a stream of its own events does not hand it every shared result.
    */
@@ -182,101 +191,9 @@ export class EventStreams {
   subscribe<T = EventRecord>(options: StreamOptions<T>, signal?: CancelSignal): AsyncGenerator<T> {
     return new EventStream<T>(this, this.log, this.bus, options, signal);
   }
-
-  /**
-   * The stream of `options`, on the key `keyOf` finds (a read of the domain's own, such as its ledger), or on
-   * `options.key` when it finds none or that one: for a domain whose events may be kept under another spelling of the
-   * key a subscriber names. The read runs beside the stream's first read of the log and is retried as that one is, so a
-   * subscriber that starts while the database is away waits it out as any stream does; the common case, the key as
-   * named, costs no round trip more. Another key found ends the stream begun on the named one, unread, for its own.
-   */
-  subscribeFound<T = EventRecord>(
-    options: StreamOptions<T> & { key: string },
-    keyOf: () => Promise<string | null>,
-  ): AsyncGenerator<T> {
-    return new KeyFoundStream<T>(this, options, keyOf);
-  }
 }
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
-
-/** See EventStreams.subscribeFound. Once the key is found, each call is the stream's own. */
-class KeyFoundStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
-  private stream: EventStream<T>;
-  /** The first `next()`, which waits for the key to be found; null before it is asked. */
-  private first: Promise<IteratorResult<T>> | null = null;
-  private found = false;
-  private done = false;
-
-  constructor(
-    private readonly streams: EventStreams,
-    private readonly options: StreamOptions<T> & { key: string },
-    private readonly keyOf: () => Promise<string | null>,
-  ) {
-    this.stream = streams.subscribe(options) as EventStream<T>;
-  }
-
-  [Symbol.asyncIterator](): this {
-    return this;
-  }
-
-  next(): Promise<IteratorResult<T>> {
-    if (this.found) return this.stream.next();
-    if (this.done) return Promise.resolve(DONE);
-    if (this.first !== null)
-      return Promise.reject(new Error('KeyFoundStream: next() called while another next() waits'));
-    return (this.first = this.findKey());
-  }
-
-  nextTo(waiter: Waiter<T>): void {
-    if (this.found) return this.stream.nextTo(waiter);
-    this.next().then(
-      (result) => waiter.resolve(result),
-      (err: unknown) => waiter.reject(err),
-    );
-  }
-
-  /** The first result: the named key's stream starts (listens, reads the log) while the key is looked for. */
-  private async findKey(): Promise<IteratorResult<T>> {
-    const named = this.stream.next();
-    // Answered, or dropped for another key's stream: a failure of its read is not left unhandled meanwhile.
-    named.catch(() => undefined);
-    let key: string | null;
-    try {
-      key = await readWaitingOut(this.keyOf, () => this.done);
-    } catch (err) {
-      this.done = true;
-      await this.stream.return();
-      throw err;
-    }
-    this.found = true;
-    if (key === null || key === this.options.key || this.done) return named;
-    // Replaced before the named one ends: a `return()` meanwhile ends the stream that is now this one.
-    const dropped = this.stream;
-    this.stream = this.streams.subscribe({ ...this.options, key }) as EventStream<T>;
-    await dropped.return();
-    return this.stream.next();
-  }
-
-  /** As EventStream's: whether `next()` can only answer the end. */
-  get finished(): boolean {
-    return this.found ? this.stream.finished : this.done && this.first === null;
-  }
-
-  async return(): Promise<IteratorResult<T>> {
-    this.done = true;
-    return this.stream.return();
-  }
-
-  async throw(err: unknown): Promise<IteratorResult<T>> {
-    await this.return();
-    throw err;
-  }
-
-  get [Symbol.toStringTag](): string {
-    return 'KeyFoundStream';
-  }
-}
 
 /**
  * What a stream's `nextTo` answers, in place of the promise `next()` returns: a consumer that waits for every event of
@@ -325,7 +242,8 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
     private readonly streams: EventStreams,
     private readonly log: EventLog,
     private readonly bus: EventBus,
-    private readonly filter: StreamOptions<T>,
+    /** The options; replaced once, by the same with the key found, when `keyOf` is asked (`keyIs`). */
+    private filter: StreamOptions<T>,
     private readonly signal: CancelSignal | undefined,
   ) {}
 
@@ -353,18 +271,7 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
     // while the stored one is read is neither lost (gap) nor yielded twice (duplicate). The bus delivers each event
     // once, not always in sequence order (an insert can commit after a later one, two webhooks publish in the order
     // they are answered): every other live event is yielded, as it comes.
-    this.unsubscribe = this.bus.subscribe(f.kind, f.key ?? null, (event) => {
-      if (this.done || !this.matches(event)) return;
-      const e = this.ahead === null ? event : this.beyondAhead(event);
-      if (e === null || this.behindStored(e)) return;
-      const waiting = this.waiting;
-      if (waiting !== null && this.reading === null) {
-        this.waiting = null;
-        waiting.resolve(this.take(e));
-        return;
-      }
-      (this.queue ??= []).push(e);
-    });
+    this.listen(f.kind, f.key ?? null);
     if (this.signal) this.signal.addEventListener('abort', (this.onAbort = () => this.finish()));
     if (f.after !== undefined) {
       // Taken after the listener is registered (synchronously): every event outside `until` comes live.
@@ -374,9 +281,22 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
       return;
     }
     if (f.key === undefined) return;
-    const until = this.bus.position();
+    let until = this.bus.position();
     const key = f.key;
-    this.reading = this.retried(() => this.log.latest(f.kind, key, f.reader)).then(
+    const latest =
+      f.keyOf === undefined
+        ? () => this.log.latest(f.kind, key, f.reader)
+        : async () => {
+            // On a retry after the key was found, only the read under it is tried again.
+            const named = this.filter;
+            if (named.keyOf === undefined) return this.log.latest(f.kind, named.key!, f.reader);
+            const [found, stored] = await Promise.all([named.keyOf(), this.log.latest(f.kind, key, f.reader)]);
+            const moved = this.keyIs(found);
+            if (moved === null) return stored;
+            until = moved;
+            return this.log.latest(f.kind, this.filter.key!, f.reader);
+          };
+    this.reading = this.retried(latest).then(
       (stored) => {
         this.reading = null;
         if (stored && !this.done && this.matches(stored)) {
@@ -403,6 +323,41 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
         waiting?.reject(err);
       },
     );
+  }
+
+  /** Registers the live listener on `key` (null: every key of `kind`): see `start` for what it yields. */
+  private listen(kind: string, key: string | null): void {
+    this.unsubscribe = this.bus.subscribe(kind, key, (event) => {
+      if (this.done || !this.matches(event)) return;
+      const e = this.ahead === null ? event : this.beyondAhead(event);
+      if (e === null || this.behindStored(e)) return;
+      const waiting = this.waiting;
+      if (waiting !== null && this.reading === null) {
+        this.waiting = null;
+        waiting.resolve(this.take(e));
+        return;
+      }
+      (this.queue ??= []).push(e);
+    });
+  }
+
+  /**
+   * The key `keyOf` found (StreamOptions.keyOf; null: the one named) becomes the stream's. Another key than the one
+   * named moves the live listener to it, dropping what came live under the named one (not this stream's events), and
+   * returns the bus's position taken after the new listener is registered (synchronously, as `start` takes it): the
+   * log is read under the new key only after that, so that each of its events comes either from the log or live.
+   * Null when the key stays, or the stream has ended (it listens to nothing any more).
+   */
+  private keyIs(found: string | null): Position | null {
+    const { keyOf: _asked, ...f } = this.filter;
+    const key = found ?? f.key!;
+    const named = f.key;
+    this.filter = { ...f, key };
+    if (key === named || this.done) return null;
+    this.unsubscribe!();
+    this.queue = null;
+    this.listen(f.kind, key);
+    return this.bus.position();
   }
 
   /**
@@ -491,6 +446,17 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
       from = rows[rows.length - 1]!.seq;
     }
     return newest !== null && f.endedWithin(newest);
+  }
+
+  /**
+   * A resumed stream whose listener moved to another key (`keyIs`) at `until` (null: it did not move): the replay reads
+   * up to that position, and what is outside it comes live, as `start` sets the window up.
+   */
+  private resumeUnder(until: Position | null): void {
+    const r = this.replay;
+    if (until === null || r === null) return;
+    r.until = until;
+    this.ahead = until.covers(r.after) ? null : r.after;
   }
 
   /** The next replayed event, reading pages as needed; null once the replay is over. */
@@ -605,6 +571,8 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
     if (this.replay !== null) {
       let replayed: IteratorResult<T> | null;
       try {
+        // The key is found before anything is read from the log under it (StreamOptions.keyOf).
+        if (this.filter.keyOf !== undefined) this.resumeUnder(this.keyIs(await this.retried(this.filter.keyOf)));
         if (!this.endChecked && (await this.endedBeforeResume())) {
           this.finish();
           return DONE;

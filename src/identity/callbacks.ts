@@ -171,14 +171,19 @@ export class VerificationCallbacks {
     return { token, fresh: Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 1 };
   }
 
-  /** Binds a token to the external id the upstream assigned (only if it had none). */
-  async bind(token: string, externalId: string): Promise<void> {
-    await this.db
-      .updateTable('verification_callbacks')
-      .set({ external_id: externalId })
-      .where('token_hash', '=', hashOf(token))
-      .where('external_id', 'is', null)
-      .execute();
+  /**
+   * Binds the token of a registration of `createdBy` to the external id the upstream's answer assigned (only if it had
+   * none), by the rule a callback's `claim` follows, `held` as there: not to an id another verification of the app
+   * holds. Such an answer's registration cannot be recorded either when the app's ledger holds the id, and an address
+   * bound to it would write the other verification's result. True when the token is now bound to `externalId`.
+   */
+  bind(
+    token: string,
+    createdBy: string,
+    externalId: string,
+    held: { spellings?: readonly string[]; records?: readonly string[] } = {},
+  ): Promise<boolean> {
+    return this.claim({ tokenHash: hashOf(token), createdBy, externalId: null }, externalId, held);
   }
 
   /**

@@ -115,6 +115,16 @@ function storedForms(id: string): string[] {
   return UUID_TEXT.test(id) ? [...new Set([id.toLowerCase(), id, id.toUpperCase()])] : [id];
 }
 
+/**
+ * What holds `named` for another verification of the app `createdBy` (VerificationCallbacks.claim's `held`): an address
+ * bound to it in any of the forms it may be stored in, or a ledger record under one of those or under the id the
+ * gateway derives from one (an app's own id sent upstream).
+ */
+function heldForms(createdBy: string, named: string): { spellings: string[]; records: string[] } {
+  const spellings = storedForms(named);
+  return { spellings, records: spellings.flatMap((id) => [id, upstreamExternalId(createdBy, id)]) };
+}
+
 /** Whether two ids the upstream names are one verification's: the same text, or the same UUID in another case. */
 function sameUpstreamId(a: string, b: string): boolean {
   return a === b || (UUID_TEXT.test(a) && UUID_TEXT.test(b) && a.toLowerCase() === b.toLowerCase());
@@ -492,7 +502,10 @@ export class IdentityService {
       answerLost = false,
     ): Promise<LedgerRecord> => {
       const id = uuidInLowercase(named);
-      if (token !== null && externalId === null) await this.o.callbacks.bind(token, id);
+      // Not bound to an id another verification of the app holds, as a callback's claim is not (`receive`): when its
+      // record holds it, this registration cannot be recorded, and the address would write that one's result.
+      if (token !== null && externalId === null)
+        await this.o.callbacks.bind(token, caller.scope, id, heldForms(caller.scope, named));
       const spec: VerificationSpec = {
         workflowId,
         ...(externalId === null ? {} : { externalId }),
@@ -795,28 +808,32 @@ export class IdentityService {
    *
    * A UUID names its verification in any letter case, and its callbacks are kept under the id the app knows it by
    * (`externalIdOf`: a UUID the upstream assigned in lower case, or, for a verification an earlier release recorded, as
-   * the upstream wrote it): the stream follows the key its record names, looked up beside the stream's first read of
-   * the log and retried as that one is (EventStreams.subscribeFound), so that a subscriber waits out a database that is
-   * away as every stream does. An id of no verification yet (an app's own id, subscribed to before its registration) is
+   * the upstream wrote it): the stream follows the key its record names (StreamOptions.keyOf), looked up in the
+   * stream's first read of the log and retried as that one is, so that a subscriber waits out a database that is away
+   * as every stream does. An id of no verification yet (an app's own id, subscribed to before its registration) is
    * followed as it is written.
    */
   watch(caller: Caller, externalId: string | null | undefined, resume?: Resume): AsyncGenerator<EventRecord> {
     const key = externalId == null ? null : externalIdKey(externalId);
     if (key === '') throw badUserInput('externalId', 'must not be empty');
-    const streams = this.o.events.streams;
-    if (key === null)
-      return streams.subscribe({
-        kind: VERIFICATION_EVENT_KIND,
-        scope: caller.scope,
-        ...resume,
-        endAt: caller.expiresAt,
-      });
-    const options = { kind: VERIFICATION_EVENT_KIND, key, reader: caller, ...resume, endAt: caller.expiresAt };
-    if (!UUID_TEXT.test(key)) return streams.subscribe(options);
-    return streams.subscribeFound(options, async () => {
-      const [record] = await this.verificationsOf(caller, [key]);
-      return record ? IdentityService.externalIdOf(record) : null;
-    });
+    return this.o.events.streams.subscribe(
+      key === null
+        ? { kind: VERIFICATION_EVENT_KIND, scope: caller.scope, ...resume, endAt: caller.expiresAt }
+        : {
+            kind: VERIFICATION_EVENT_KIND,
+            key,
+            keyOf: UUID_TEXT.test(key) ? () => this.eventKeyOf(caller, key) : undefined,
+            reader: caller,
+            ...resume,
+            endAt: caller.expiresAt,
+          },
+    );
+  }
+
+  /** The key the events of the caller's verification named `externalId` are kept under; null when it has none. */
+  private async eventKeyOf(caller: Caller, externalId: string): Promise<string | null> {
+    const [record] = await this.verificationsOf(caller, [externalId]);
+    return record ? IdentityService.externalIdOf(record) : null;
   }
 
   /** Newest callback event of each verification, in the order of `externalIds`; null for another key's. */
@@ -891,11 +908,11 @@ export class IdentityService {
     // the first id it names, unless another verification of the app holds that id: another address bound to it (in any
     // spelling of a UUID), or a record of the ledger (registered without a callback, or under an id the app gave, or
     // that the gateway derived from one): else one address could write any verification's result.
-    if (binding.externalId === null) {
-      const spellings = storedForms(named!);
-      const records = spellings.flatMap((id) => [id, upstreamExternalId(binding.createdBy, id)]);
-      if (!(await this.o.callbacks.claim(binding, externalId, { spellings, records }))) return anotherVerification;
-    }
+    if (
+      binding.externalId === null &&
+      !(await this.o.callbacks.claim(binding, externalId, heldForms(binding.createdBy, named!)))
+    )
+      return anotherVerification;
     // Only an exact repeat of a body is the same delivery; every distinct callback is kept and published once,
     // and a read returns the newest (docs/decisions/041); up to a size, sealed to its owner and within its storage
     // bound (decisions 050 and 051).
