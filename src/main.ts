@@ -5,10 +5,11 @@ import './config/v8-heap.js';
 
 import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config/index.js';
 import { shownUrl } from './errors.js';
+import { ListenError } from './gateway/listen.js';
 import { SHUTDOWN, type Gateway } from './gateway/options.js';
 import { startGateway } from './gateway/start.js';
 import { createLogger, exitAfterLogs, logUnexpected, resolveLogFormat } from './logger.js';
-import { openStore } from './store/index.js';
+import { openStore, StoreOpenError } from './store/index.js';
 
 /**
  * `main.js migrate`: applies the migrations the database lacks and exits (0 when it has them all), listening on
@@ -219,8 +220,11 @@ main().catch((err: unknown) => {
     process.stderr.write(`gateway: invalid configuration: ${err.message}\n`);
     process.exit(2);
   }
+  // A store or a port the gateway cannot use is the operator's to fix, and its message says how: no stack trace to
+  // read past. Anything else is unexpected, and its stack is for whoever debugs it.
+  const known = err instanceof StoreOpenError || err instanceof ListenError;
   process.stderr.write(
-    `gateway: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    `gateway: failed to start: ${err instanceof Error ? (known ? err.message : (err.stack ?? err.message)) : String(err)}\n`,
   );
   process.exit(1);
 });

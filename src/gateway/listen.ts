@@ -34,9 +34,10 @@ export class GatewayServer {
   async listen(): Promise<void> {
     const { server, host } = this;
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
+      const refused = (err: Error) => reject(listenFailure(err, this.port, host));
+      server.once('error', refused);
       server.listen(this.port, host, () => {
-        server.off('error', reject);
+        server.off('error', refused);
         resolve();
       });
     });
@@ -106,6 +107,48 @@ export class GatewayServer {
       refuseShuttingDown(res, { 'x-request-id': requestIdOf(req), connection: 'close' });
     });
   }
+}
+
+/**
+ * A port or an interface the gateway cannot listen on: the message names the variable to change (PORT or HOST) and
+ * what to do, for an operator who reads it without a stack trace (src/main.ts).
+ */
+export class ListenError extends Error {
+  constructor(message: string, options: { cause: unknown }) {
+    super(message, options);
+    this.name = 'ListenError';
+  }
+}
+
+/**
+ * Why listen failed, in the operator's words, for the failures a setting explains: another process on the port (a
+ * second `npm start`, another server on 4000), a privileged port, an address of no interface of this machine, a name
+ * that does not resolve. Anything else is unexpected and kept as it is, stack and all.
+ */
+function listenFailure(err: Error, port: number, host: string): Error {
+  const code = (err as NodeJS.ErrnoException).code;
+  const where = `PORT ${port} (HOST ${host})`;
+  if (code === 'EADDRINUSE')
+    return new ListenError(
+      `${where}: another process listens on this port (EADDRINUSE): stop it, or set PORT to a free port`,
+      { cause: err },
+    );
+  if (code === 'EACCES' || code === 'EPERM')
+    return new ListenError(
+      `${where}: this process may not listen on this port (${code}): a port below 1024 needs privileges; set PORT to 1024 or above`,
+      { cause: err },
+    );
+  if (code === 'EADDRNOTAVAIL')
+    return new ListenError(
+      `HOST ${host}: no interface of this machine has this address (EADDRNOTAVAIL): set HOST to one of its addresses, or leave it unset to listen on every interface`,
+      { cause: err },
+    );
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN')
+    return new ListenError(
+      `HOST ${host}: the host name does not resolve (${code}): set HOST to an address or a name of this machine`,
+      { cause: err },
+    );
+  return err;
 }
 
 type RequestListener = (req: http.IncomingMessage, res: http.ServerResponse) => void;
