@@ -51,28 +51,59 @@ const gateway = new StreamableHTTPClientTransport(url, {
 });
 const local = new StdioServerTransport();
 
-local.onmessage = (message) => {
-  gateway.send(message).catch((err) => {
-    // A request the gateway could not answer (refused, unreachable) still gets an answer, so the client does not wait.
-    if (message && typeof message === 'object' && 'id' in message && 'method' in message) {
-      void local.send({
-        jsonrpc: '2.0',
-        id: message.id,
-        error: { code: -32000, message: `gateway-mcp: ${err?.message ?? err}` },
-      });
-    }
-    process.stderr.write(`gateway-mcp: ${err?.message ?? err}\n`);
+// The requests forwarded and not answered yet, and the lines being written. A client that writes its requests and then
+// closes stdin (a script, `printf … | gateway-mcp`) still gets every answer: the command exits once the last is out.
+const unanswered = new Set();
+let writing = 0;
+let inputEnded = false;
+let exiting = false;
+function exitOnceAnswered() {
+  if (!inputEnded || unanswered.size > 0 || writing > 0 || exiting) return;
+  exiting = true;
+  void gateway.close().finally(() => process.exit(0));
+}
+// Lines go to stdout directly: the stdio transport refuses to write once stdin has ended, and the answers are owed.
+function write(message) {
+  writing += 1;
+  process.stdout.write(`${JSON.stringify(message)}\n`, (err) => {
+    // Whoever read the answers is gone: nothing more can reach it.
+    if (err) process.exit(0);
+    writing -= 1;
+    exitOnceAnswered();
   });
+}
+const isRequest = (message) =>
+  message !== null && typeof message === 'object' && 'id' in message && 'method' in message;
+const isAnswer = (message) =>
+  message !== null && typeof message === 'object' && 'id' in message && !('method' in message);
+
+local.onmessage = (message) => {
+  const request = isRequest(message);
+  if (request) unanswered.add(message.id);
+  // A request the gateway could not answer (refused, unreachable), or whose stream ended with no answer, still gets
+  // one, so the client does not wait.
+  const failed = (why) => {
+    if (!request || !unanswered.delete(message.id)) return;
+    write({ jsonrpc: '2.0', id: message.id, error: { code: -32000, message: `gateway-mcp: ${why}` } });
+  };
+  gateway
+    .send(message, { onRequestStreamEnd: () => failed('the gateway ended its stream without an answer') })
+    .catch((err) => {
+      failed(err?.message ?? err);
+      process.stderr.write(`gateway-mcp: ${err?.message ?? err}\n`);
+    });
 };
 gateway.onmessage = (message) => {
   // 2025 revisions name the negotiated version on every later request (MCP-Protocol-Version).
   const version = message?.result?.protocolVersion;
   if (typeof version === 'string') gateway.setProtocolVersion(version);
-  void local.send(message);
+  if (isAnswer(message)) unanswered.delete(message.id);
+  write(message);
 };
 gateway.onerror = (err) => process.stderr.write(`gateway-mcp: ${err?.message ?? err}\n`);
 local.onclose = () => {
-  void gateway.close().finally(() => process.exit(0));
+  inputEnded = true;
+  exitOnceAnswered();
 };
 
 await gateway.start();

@@ -1,5 +1,6 @@
 // gateway-mcp, the stdio command for desktop agents, run as a child process with the SDK client's stdio transport: it
 // forwards to a gateway's /mcp with the key from the variable --key-env names.
+import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/client';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/client/stdio';
@@ -37,6 +38,41 @@ describe('gateway-mcp (stdio)', () => {
       }
     },
   );
+
+  it('messages piped in and then the end of its input: every request is answered before it exits', async () => {
+    // A script (or `printf … | gateway-mcp`) writes its requests and closes stdin at once. The command used to close
+    // its connection to the gateway on that end and exit 0 with nothing written: the answers in flight were dropped.
+    const gw = await start({ GATEWAY_API_KEYS: 'agent:k1', MCP_TOOLSETS: 'support=catalog,projects' });
+    const child = spawn(process.execPath, [BIN, '--url', `${gw.url}/mcp/support`], {
+      env: { ...getDefaultEnvironment(), GATEWAY_KEY: 'k1' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const lines = [
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'script', version: '1' } },
+      },
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+      { jsonrpc: '2.0', id: 'three', method: 'tools/call', params: { name: 'projects', arguments: {} } },
+    ];
+    child.stdin.end(lines.map((l) => `${JSON.stringify(l)}\n`).join(''));
+    expect(await exited).toBe(0);
+    const answers = out
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { id: unknown; result?: Record<string, unknown> });
+    expect(answers.map((a) => a.id).sort((a, b) => String(a).localeCompare(String(b)))).toEqual([1, 2, 'three']);
+    const byId = new Map(answers.map((a) => [a.id, a.result]));
+    expect(byId.get(1)).toMatchObject({ protocolVersion: '2025-06-18' });
+    expect((byId.get(2) as { tools: { name: string }[] }).tools.map((t) => t.name)).toEqual(['catalog', 'projects']);
+    expect(byId.get('three')).toMatchObject({ structuredContent: { projects: [] } });
+  });
 
   it('a wrong key is refused by the gateway, and the agent is told so', async () => {
     const gw = await start({ GATEWAY_API_KEYS: 'agent:k1' });
