@@ -1,3 +1,5 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Client } from 'graphql-ws';
 import { request } from 'undici';
 
@@ -115,4 +117,34 @@ export async function postCallback(url: string, body: unknown) {
   });
   const text = await res.body.text();
   return { status: res.statusCode, retryAfter: res.headers['retry-after'], body: text ? JSON.parse(text) : null };
+}
+
+/**
+ * A gateway whose verification interface is `answer` on loopback (the sandbox serves the other upstreams), for tests of
+ * what a real service may do that the sandbox does not: call back before it answers, quote the callback address, …
+ * `answer` is handed each registration's parsed body and the response to write.
+ */
+export async function gatewayOnVerificationStub(
+  apiKey: string,
+  answer: (sent: any, res: http.ServerResponse) => void,
+): Promise<{ gw: TestGateway; close(): Promise<void> }> {
+  const upstream = http.createServer((req, res) => {
+    let text = '';
+    req.on('data', (c: Buffer) => (text += c.toString()));
+    req.on('end', () => answer(JSON.parse(text), res));
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  const gw = await startTestGateway({
+    GATEWAY_API_KEYS: apiKey,
+    VERIFICATION_API_URL: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+    VERIFICATION_API_TOKEN: 'verification-token-1',
+    SANDBOX_UPSTREAMS: 'cloud,identification,rfm,mobile-id',
+  });
+  return {
+    gw,
+    async close() {
+      await gw.close();
+      await new Promise((resolve) => upstream.close(resolve));
+    },
+  };
 }

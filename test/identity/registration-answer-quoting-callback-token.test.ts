@@ -4,13 +4,12 @@
 // A refusal that quotes it reached the app in clear (its message and upstreamError), the token still valid when an
 // earlier send of the same registration may have been applied.
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { gatewayOnVerificationStub } from '../helpers/identity.js';
 
 const API_KEY = 'callback-echo-app';
 const REGISTER = `mutation($externalId: ID) {
@@ -20,17 +19,15 @@ const REGISTER = `mutation($externalId: ID) {
 }`;
 
 describe('a registration answer that quotes the callback address', () => {
-  let upstream: http.Server;
   let gw: TestGateway;
+  let close: () => Promise<void>;
   const callbacks: string[] = [];
 
   beforeAll(async () => {
     // Answers 200 quoting the callbackUrl it was sent; with an id only when it was sent one.
-    upstream = http.createServer((req, res) => {
-      let text = '';
-      req.on('data', (c: Buffer) => (text += c.toString()));
-      req.on('end', () => {
-        const sent = JSON.parse(text) as { callbackUrl: string; externalId?: string };
+    ({ gw, close } = await gatewayOnVerificationStub(
+      API_KEY,
+      (sent: { callbackUrl: string; externalId?: string }, res) => {
         callbacks.push(sent.callbackUrl);
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(
@@ -41,20 +38,10 @@ describe('a registration answer that quotes the callback address', () => {
             note: `results go to ${encodeURIComponent(sent.callbackUrl)}`,
           }),
         );
-      });
-    });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    gw = await startTestGateway({
-      GATEWAY_API_KEYS: API_KEY,
-      VERIFICATION_API_URL: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
-      VERIFICATION_API_TOKEN: 'verification-token-1',
-      SANDBOX_UPSTREAMS: 'cloud,identification,rfm,mobile-id',
-    });
+      },
+    ));
   });
-  afterAll(async () => {
-    await gw.close();
-    await new Promise((resolve) => upstream.close(resolve));
-  });
+  afterAll(() => close());
 
   const stored = () =>
     fs

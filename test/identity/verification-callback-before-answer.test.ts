@@ -5,12 +5,10 @@
 // lost. While a registration of the address's app is in flight it is answered 503 with Retry-After, as an
 // identification callback that names an identification not stored yet is, and the sender's retry is kept once the
 // answer is stored.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { postCallback } from '../helpers/identity.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { gatewayOnVerificationStub, postCallback } from '../helpers/identity.js';
 
 const API_KEY = 'early-callback-app';
 const REGISTER = `mutation {
@@ -22,38 +20,23 @@ const COMPLETION = `query($id: ID!) { node(id: $id) { ... on Verification { exte
 const RESULT = { status: 'COMPLETED', decision: 'APPROVED' };
 
 describe('a verification callback that arrives before the registration is answered', () => {
-  let upstream: http.Server;
   let gw: TestGateway;
+  let close: () => Promise<void>;
   /** What the gateway answered the callback the service sent before its own answer, and the address it went to. */
   const early: { url?: string; answer?: Awaited<ReturnType<typeof postCallback>> } = {};
 
   beforeAll(async () => {
     // Assigns the id itself; calls back (with a body that does not name the verification) before it answers.
-    upstream = http.createServer((req, res) => {
-      let text = '';
-      req.on('data', (c: Buffer) => (text += c.toString()));
-      req.on('end', () => {
-        const sent = JSON.parse(text) as { callbackUrl: string };
-        early.url = sent.callbackUrl;
-        void postCallback(sent.callbackUrl, RESULT).then((answer) => {
-          early.answer = answer;
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ verificationExternalId: 'assigned-7', jobResults: { status: 'ACCEPTED' } }));
-        });
+    ({ gw, close } = await gatewayOnVerificationStub(API_KEY, (sent: { callbackUrl: string }, res) => {
+      early.url = sent.callbackUrl;
+      void postCallback(sent.callbackUrl, RESULT).then((answer) => {
+        early.answer = answer;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ verificationExternalId: 'assigned-7', jobResults: { status: 'ACCEPTED' } }));
       });
-    });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    gw = await startTestGateway({
-      GATEWAY_API_KEYS: API_KEY,
-      VERIFICATION_API_URL: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
-      VERIFICATION_API_TOKEN: 'verification-token-1',
-      SANDBOX_UPSTREAMS: 'cloud,identification,rfm,mobile-id',
-    });
+    }));
   });
-  afterAll(async () => {
-    await gw.close();
-    await new Promise((resolve) => upstream.close(resolve));
-  });
+  afterAll(() => close());
 
   it('is answered 503 with Retry-After (the sender retries), not 400, and its retry is kept once the answer is stored', async () => {
     const res = await gw.graphql(REGISTER, {}, { key: API_KEY });

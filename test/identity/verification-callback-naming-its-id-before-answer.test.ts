@@ -5,12 +5,10 @@
 // `verificationCompleted` and read as that id's completion. While the address's registration is in flight such a
 // callback is answered 503 with Retry-After, as one naming no id is: the sender's retry finds the address forgotten
 // (404) after a refusal, or bound to its verification after an answer.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { postCallback } from '../helpers/identity.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { gatewayOnVerificationStub, postCallback } from '../helpers/identity.js';
 
 const API_KEY = 'early-named-app';
 const REGISTER = `mutation($input: RegisterVerificationInput!) {
@@ -19,44 +17,29 @@ const REGISTER = `mutation($input: RegisterVerificationInput!) {
 const COMPLETION = `query($id: ID!) { node(id: $id) { ... on Verification { externalId completion { status } } } }`;
 
 describe('a verification callback naming its id before the registration is answered', () => {
-  let upstream: http.Server;
   let gw: TestGateway;
+  let close: () => Promise<void>;
   /** How the service answers the next registration, after calling back on its address with the id it assigns. */
   let next: { id: string; refuse: boolean };
   /** The address the service was sent, and what the gateway answered its early callback. */
   let early: { url: string; answer: Awaited<ReturnType<typeof postCallback>> } | undefined;
 
   beforeAll(async () => {
-    upstream = http.createServer((req, res) => {
-      let text = '';
-      req.on('data', (c: Buffer) => (text += c.toString()));
-      req.on('end', () => {
-        const { callbackUrl } = JSON.parse(text) as { callbackUrl: string };
-        const { id, refuse } = next;
-        void postCallback(callbackUrl, { verificationExternalId: id, status: 'EARLY' }).then((answer) => {
-          early = { url: callbackUrl, answer };
-          if (refuse) {
-            res.writeHead(422, { 'content-type': 'application/json' });
-            res.end(JSON.stringify({ code: 'APPLICANT_INVALID', message: 'the applicant data is incomplete' }));
-            return;
-          }
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ verificationExternalId: id, jobResults: { status: 'ACCEPTED' } }));
-        });
+    ({ gw, close } = await gatewayOnVerificationStub(API_KEY, ({ callbackUrl }: { callbackUrl: string }, res) => {
+      const { id, refuse } = next;
+      void postCallback(callbackUrl, { verificationExternalId: id, status: 'EARLY' }).then((answer) => {
+        early = { url: callbackUrl, answer };
+        if (refuse) {
+          res.writeHead(422, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ code: 'APPLICANT_INVALID', message: 'the applicant data is incomplete' }));
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ verificationExternalId: id, jobResults: { status: 'ACCEPTED' } }));
       });
-    });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    gw = await startTestGateway({
-      GATEWAY_API_KEYS: API_KEY,
-      VERIFICATION_API_URL: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
-      VERIFICATION_API_TOKEN: 'verification-token-1',
-      SANDBOX_UPSTREAMS: 'cloud,identification,rfm,mobile-id',
-    });
+    }));
   });
-  afterAll(async () => {
-    await gw.close();
-    await new Promise((resolve) => upstream.close(resolve));
-  });
+  afterAll(() => close());
 
   const register = (workflowId: string) =>
     gw.graphql(REGISTER, { input: { workflowId, applicant: { lastName: 'Early' } } }, { key: API_KEY });
