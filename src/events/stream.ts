@@ -62,8 +62,9 @@ export interface StreamOptions<T = EventRecord> {
   /** Ends the stream after this many events (a mobile-ID authentication completes once). */
   limit?: number;
   /**
-   * Resume after this position (a decoded cursor, src/events/cursor.ts): the events outside it are replayed from the
-   * log, oldest first, then live ones follow, each once. With `key`, replaces the stored event.
+   * Resume after this position (a decoded cursor, src/events/cursor.ts, or one a domain took from the bus before it
+   * read its `initial` value): the events outside it are replayed from the log, oldest first, then live ones follow,
+   * each once. With `key`, replaces the stored event.
    */
   after?: Position;
   /**
@@ -282,6 +283,9 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
     }
     if (f.key === undefined) return;
     let until = this.bus.position();
+    // When `until` was taken, on the gateway clock (the one events are stamped and the purge runs on): the stored
+    // event's cursor is dated by it, not by the event's receipt (see below).
+    let untilAt = this.streams.now();
     const key = f.key;
     const latest =
       f.keyOf === undefined
@@ -294,6 +298,7 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
             const moved = this.keyIs(found);
             if (moved === null) return stored;
             until = moved;
+            untilAt = this.streams.now();
             return this.log.latest(f.kind, this.filter.key!, f.reader);
           };
     this.reading = this.retried(latest).then(
@@ -305,7 +310,13 @@ class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
           // PostgreSQL), and a cursor is not bound to its stream: one claiming them would make a stream of every key
           // resumed from it skip those events. Nothing delivered live later is inside `until`.
           until.add(stored.seq);
-          stored.cursor = this.streams.cursors.encode(until, stored.receivedAt.getTime());
+          // Dated when `until` was taken, not when the stored event was received: a cursor's date stands for the
+          // events outside its position, which a resume must still find in the log (the EVENT_RETENTION check of
+          // CursorCodec.decode), and those are delivered after `until` was taken, as a live event's cursor is dated
+          // by that event. The stored event's own date, days older for an old result, made a resume refused as
+          // expired days before anything it needs could be purged. (An event received a moment before, on its way
+          // from another replica, is caught as for any cursor: by the purge's watermark, read at every resume.)
+          stored.cursor = this.streams.cursors.encode(until, untilAt);
           // What came live during the read at or below it is the stored event itself, or older: dropped here once,
           // later ones on arrival (`behindStored`).
           this.storedSeq = stored.seq;

@@ -1,5 +1,5 @@
 import type { Caller } from '../auth/caller.js';
-import { provisioningDedupeKey, type EventRecord, type Events, type Resume } from '../events/index.js';
+import { provisioningDedupeKey, type EventRecord, type Events, type Position, type Resume } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import type { ProvisioningRow, ProvisioningRows } from '../store/provisionings.js';
 import {
@@ -108,18 +108,33 @@ export class ProvisioningRecords {
     return row ? fromRow(row) : null;
   }
 
+  /** What this replica's bus has delivered now: taken before a subscriber reads the row it follows (`follow`). */
+  delivered(): Position {
+    return this.events.bus.position();
+  }
+
   /**
    * `current` (read by the caller from the provisioning's row, so a stored event left behind the row by a crash
    * cannot hold it back), then every later state, until SUCCEEDED or FAILED: one event stream over the
-   * provisioning's key. The stream listens before it reads the log's latest state, and only newer revisions pass,
-   * so a change made while the subscriber connects is neither lost nor repeated.
+   * provisioning's key. `since` is where the bus stood before the row was read (`delivered`): the row is written
+   * before its event, so every state newer than `current` is announced outside it. The stream replays the key's
+   * events outside `since` from the log, oldest first, then follows live ones, and only revisions newer than
+   * `current` pass: each state after it comes once, in order, none passed over. Reading the log's latest state
+   * instead, as a stream of one result does, delivered only the newest of the states stored while the subscriber
+   * connected (two steps stored between the row's read and the stream's listening, or an older one coming live
+   * while the latest was read), where the subscription promises the state after every step.
    *
    * With `resume`, not `current`: the states whose events the cursor does not cover, from the log, then
    * live, each once (the stream orders them by their log sequence, which is their revisions' order); a provisioning
    * that reached SUCCEEDED or FAILED inside the cursor ends the stream at once, as the resumed stream ended there,
    * unless the same key restarted it after that FAILED state: the restart's states follow, up to its terminal one.
    */
-  follow(caller: Caller, current: Provisioning, resume?: Resume): AsyncGenerator<Provisioning> {
+  follow(
+    caller: Caller,
+    current: Provisioning,
+    resume: Resume | undefined,
+    since: Position,
+  ): AsyncGenerator<Provisioning> {
     if (resume?.after !== undefined) {
       return this.events.streams.subscribe({
         kind: PROVISIONING_EVENT_KIND,
@@ -137,19 +152,19 @@ export class ProvisioningRecords {
         until: (p) => terminal(p.state),
       });
     }
-    let revision = current.revision;
+    const revision = current.revision;
     return this.events.streams.subscribe({
       kind: PROVISIONING_EVENT_KIND,
       key: current.id,
       reader: caller,
       endAt: caller.expiresAt,
       initial: current,
-      filter: (event) => {
-        const next = (event.payload as StoredState).revision;
-        if (next <= revision) return false;
-        revision = next;
-        return true;
-      },
+      // No client's cursor (no `cursorAt`): the replay checks nothing against the purge.
+      after: since,
+      // A bound fixed at the row's revision, not raised by each event the filter passes: the filter sees an event when
+      // it is read or comes live, not when it is delivered, and a live event seen during the replay's read would have
+      // raised it past the states that read was about to replay. The log's order is the revisions' order.
+      filter: (event) => (event.payload as StoredState).revision > revision,
       map: fromEvent,
       until: (p) => terminal(p.state),
     });

@@ -601,10 +601,12 @@ export class ProvisioningService {
    * `resume`, the states after its position instead, from the log, then live (ProvisioningRecords.follow).
    */
   async watch(caller: Caller, id: string, resume?: Resume): Promise<AsyncGenerator<Provisioning>> {
+    // Where the bus stands before the row is read: every state stored after the read is announced outside it.
+    const since = this.records.delivered();
     // As the stream's own reads of the log: a subscriber that (re)connects while the database restarts waits it out.
     const current = await readWaitingOut(() => this.get(caller, id));
     if (!current) throw new GatewayError(ErrorCode.NOT_FOUND, `provisioning ${id} not found`);
-    return this.records.follow(caller, current, resume);
+    return this.records.follow(caller, current, resume, since);
   }
 
   /** Waits for running provisionings (tests). */
