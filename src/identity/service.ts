@@ -848,6 +848,18 @@ export class IdentityService {
   }
 
   /**
+   * Whether the registration a bound address was issued for is in flight: its verification is not recorded (under the id
+   * the gateway derived from the app's, or under the bound id itself: one the upstream assigned, or one an earlier
+   * release recorded), and the call's lease runs (`VerificationCallbacks.registering`).
+   */
+  private async registrationInFlight(binding: CallbackBinding & { externalId: string }): Promise<boolean> {
+    const ids = [upstreamExternalId(binding.createdBy, binding.externalId), binding.externalId];
+    const records = await this.o.ledger.getMany(ids);
+    if (records.some((r) => r?.kind === 'verification' && r.createdBy === binding.createdBy)) return false;
+    return this.o.callbacks.registering(binding);
+  }
+
+  /**
    * A POST to a callbackUrl: the token must be one the gateway issued; the body, a JSON object, is appended
    * to the event log keyed by the verification. Acknowledge, then call `publish`.
    */
@@ -900,6 +912,16 @@ export class IdentityService {
           status: 'invalid',
           description: `the body does not name its verification (${wire.NAMED_EXTERNAL_ID_FIELDS.join(', ')})`,
         };
+    } else if (await this.registrationInFlight({ ...binding, externalId: binding.externalId })) {
+      // An address bound from the start (the app's own id) is asked the same while its registration is in flight: kept
+      // at once, a callback outlived a registration the service then refused, and a later registration of the same id
+      // (the applicant's data corrected) read it as its own completion. Once the verification is recorded, as it is for
+      // nearly every callback, one read of the ledger says so and the calls in flight are not asked.
+      return {
+        status: 'not-yet',
+        description: 'the registration this callbackUrl was issued for is still in flight; retry later',
+        retryAfterSeconds: NOT_YET_RETRY_AFTER_SECONDS,
+      };
     }
     // Events are keyed by the id the app knows, and carry its owner (two apps may use the same id). An id named on an
     // address not yet bound is one the upstream assigned: a UUID is kept in lowercase, as its record will be.

@@ -150,6 +150,11 @@ function postBodyRefusal(body: Params): string | null {
   return null;
 }
 
+/** A request's Content-Type in lower case, as graphql-sse's case-sensitive test of it needs (its value is only tested). */
+function lowerContentType(req: IncomingMessage): string | undefined {
+  return req.headers['content-type']?.toLowerCase();
+}
+
 /** The methods graphql-sse takes (its 405's Allow): GET, POST (an operation), PUT (reserve), DELETE (stop). */
 const SSE_METHODS = ['GET', 'POST', 'PUT', 'DELETE'];
 
@@ -696,7 +701,9 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     if (req.method === 'POST') {
       // graphql-sse takes a POST's body only as JSON (its test, a Content-Type that includes application/json), and
       // refuses any other with a bare 415: said here, before the body is read, so that the client learns what to send.
-      if (!req.headers['content-type']?.includes('application/json')) {
+      // A media type is case-insensitive (RFC 9110 §8.3.1): `Application/JSON` is JSON too, as /graphql and /mcp take it,
+      // and graphql-sse is handed the header in lower case (`lowerContentType`) so that its own test agrees.
+      if (!lowerContentType(req)?.includes('application/json')) {
         sendJson(
           res,
           415,
@@ -780,6 +787,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
           url,
           headers: {
             get(key) {
+              if (key === 'content-type') return lowerContentType(req);
               const header = req.headers[key];
               return Array.isArray(header) ? header.join('\n') : header;
             },

@@ -12,37 +12,51 @@ import { gatewayOnVerificationStub, postCallback } from '../helpers/identity.js'
 
 const API_KEY = 'early-named-app';
 const REGISTER = `mutation($input: RegisterVerificationInput!) {
-  registerVerification(input: $input) { verification { externalId } }
+  registerVerification(input: $input) { verification { id externalId } }
 }`;
 const COMPLETION = `query($id: ID!) { node(id: $id) { ... on Verification { externalId completion { status } } } }`;
 
 describe('a verification callback naming its id before the registration is answered', () => {
   let gw: TestGateway;
   let close: () => Promise<void>;
-  /** How the service answers the next registration, after calling back on its address with the id it assigns. */
-  let next: { id: string; refuse: boolean };
-  /** The address the service was sent, and what the gateway answered its early callback. */
-  let early: { url: string; answer: Awaited<ReturnType<typeof postCallback>> } | undefined;
+  /**
+   * How the service answers the next registration, after calling back on its address with the id it assigns (`id`), or
+   * with the id it was sent (null: a registration under the app's own `externalId`).
+   */
+  let next: { id: string | null; refuse: boolean };
+  /** The address the service was sent, the id its early callback named, and what the gateway answered it. */
+  let early: { url: string; named: string; answer: Awaited<ReturnType<typeof postCallback>> } | undefined;
 
   beforeAll(async () => {
-    ({ gw, close } = await gatewayOnVerificationStub(API_KEY, ({ callbackUrl }: { callbackUrl: string }, res) => {
-      const { id, refuse } = next;
-      void postCallback(callbackUrl, { verificationExternalId: id, status: 'EARLY' }).then((answer) => {
-        early = { url: callbackUrl, answer };
-        if (refuse) {
-          res.writeHead(422, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ code: 'APPLICANT_INVALID', message: 'the applicant data is incomplete' }));
-          return;
-        }
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ verificationExternalId: id, jobResults: { status: 'ACCEPTED' } }));
-      });
-    }));
+    ({ gw, close } = await gatewayOnVerificationStub(
+      API_KEY,
+      (
+        { callbackUrl, verificationExternalId: sent }: { callbackUrl: string; verificationExternalId?: string },
+        res,
+      ) => {
+        const id = next.id ?? sent!;
+        const { refuse } = next;
+        void postCallback(callbackUrl, { verificationExternalId: id, status: 'EARLY' }).then((answer) => {
+          early = { url: callbackUrl, named: id, answer };
+          if (refuse) {
+            res.writeHead(422, { 'content-type': 'application/json' });
+            res.end(JSON.stringify({ code: 'APPLICANT_INVALID', message: 'the applicant data is incomplete' }));
+            return;
+          }
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ verificationExternalId: id, jobResults: { status: 'ACCEPTED' } }));
+        });
+      },
+    ));
   });
   afterAll(() => close());
 
-  const register = (workflowId: string) =>
-    gw.graphql(REGISTER, { input: { workflowId, applicant: { lastName: 'Early' } } }, { key: API_KEY });
+  const register = (workflowId: string, externalId?: string) =>
+    gw.graphql(
+      REGISTER,
+      { input: { workflowId, applicant: { lastName: 'Early' }, ...(externalId ? { externalId } : {}) } },
+      { key: API_KEY },
+    );
 
   async function verificationEvents(key: string): Promise<number> {
     const rows = await gw.gateway.services.store.db
@@ -82,5 +96,34 @@ describe('a verification callback naming its id before the registration is answe
     expect(retry.status).toBe(204);
     const read = await gw.graphql(COMPLETION, { id: 'accepted-1' }, { key: API_KEY });
     expect(read.data!.node).toEqual({ externalId: 'accepted-1', completion: { status: 'EARLY' } });
+  });
+
+  // An address issued for a registration under the app's own id is bound to that id from the start, and took such a
+  // callback at once: after the service refused the registration, the callback stayed, and a registration of the same
+  // id that the service then accepted (the app corrected the applicant's data) read it as its own completion.
+  it("under the app's own externalId: 503 while in flight too, so a refused registration leaves no result to the next one of its id", async () => {
+    next = { id: null, refuse: true };
+    early = undefined;
+    const refused = await register('wf-own-refused', 'order-7');
+    expect(refused.errors![0]!.extensions!.code).toBe('UPSTREAM_REJECTED');
+    expect(early!.answer.status).toBe(503);
+    expect(Number(early!.answer.retryAfter)).toBeGreaterThanOrEqual(1);
+    expect(await verificationEvents('order-7')).toBe(0);
+
+    next = { id: null, refuse: false };
+    early = undefined;
+    const accepted = await register('wf-own-accepted', 'order-7');
+    expect(accepted.errors).toBeUndefined();
+    expect(early!.answer.status).toBe(503);
+    const { id } = accepted.data!.registerVerification.verification;
+    const read = await gw.graphql(COMPLETION, { id }, { key: API_KEY });
+    expect(read.data!.node).toEqual({ externalId: 'order-7', completion: null });
+    expect(await verificationEvents('order-7')).toBe(0);
+    // The sender's retry, once the registration is answered, is its result.
+    const retry = await postCallback(early!.url, { verificationExternalId: early!.named, status: 'EARLY' });
+    expect(retry.status).toBe(204);
+    expect(await verificationEvents('order-7')).toBe(1);
+    const after = await gw.graphql(COMPLETION, { id }, { key: API_KEY });
+    expect(after.data!.node).toEqual({ externalId: 'order-7', completion: { status: 'EARLY' } });
   });
 });

@@ -68,6 +68,36 @@ describe('a JSON request body in the charset its Content-Type declares', () => {
     expect(res.text).not.toContain('"error"');
   });
 
+  // A media type is case-insensitive (RFC 9110 §8.3.1), as a charset's label is: /graphql/stream took only a Content-Type
+  // holding `application/json` in lower case (graphql-sse's own test), and refused one a client wrote in capitals 415.
+  it.each([
+    [
+      'POST /graphql',
+      '/graphql',
+      {},
+      (text: string) => expect(JSON.parse(text)).toEqual({ data: { __typename: 'Query' } }),
+    ],
+    [
+      'POST /graphql/stream',
+      '/graphql/stream',
+      SSE,
+      (text: string) => expect(text).toContain('"data":{"__typename":"Query"}'),
+    ],
+  ] as const)(
+    '%s: a Content-Type written in capitals is the same media type and charset',
+    async (_n, path, headers, ran) => {
+      for (const [type, body] of [
+        ['Application/JSON', Buffer.from(QUERY)],
+        ['APPLICATION/JSON; CHARSET="UTF-8"', Buffer.from(QUERY)],
+        ['Application/Json; Charset=UTF-16LE', Buffer.from(QUERY, 'utf16le')],
+      ] as const) {
+        const res = await post(path, body, type, headers);
+        expect(res.status, `${type}: ${res.text}`).toBe(200);
+        ran(res.text);
+      }
+    },
+  );
+
   it('an explicit UTF-8 or US-ASCII charset reads as a body that declares none', async () => {
     for (const charset of ['utf-8', 'UTF-8', 'us-ascii']) {
       const res = await post('/graphql', Buffer.from(QUERY), `application/json; charset=${charset}`);
