@@ -82,15 +82,27 @@ describe('configuration reloads that meet each other, or files being written', (
   const B = { oldKey: 401, newKey: 200, typename: 'PERSISTED_QUERY_NOT_FOUND', projects: 'ran' };
 
   /**
-   * Runs `then` right after the gateway's next read of `file` (the apps file is read with readFileSync of its path),
-   * or after each of its reads (`every`).
+   * Runs `then` right after the gateway's next read of `file`, or after each of its reads (`every`). The files are
+   * opened first (to refuse one that is no regular file) and read through the descriptor: the descriptors opened on
+   * `file` are followed from the open to the read.
    */
   const afterNextRead = (file: string, then: () => void, every = false) => {
-    const readFileSync = fs.readFileSync;
+    const { openSync, readFileSync, closeSync } = fs;
+    const ofFile = new Set<number>();
     let armed = true;
+    vi.spyOn(fs, 'openSync').mockImplementation(((...args: Parameters<typeof fs.openSync>) => {
+      const fd = openSync(...args);
+      if (args[0] === file) ofFile.add(fd);
+      return fd;
+    }) as typeof fs.openSync);
+    vi.spyOn(fs, 'closeSync').mockImplementation(((fd: number) => {
+      ofFile.delete(fd);
+      closeSync(fd);
+    }) as typeof fs.closeSync);
     vi.spyOn(fs, 'readFileSync').mockImplementation(((...args: Parameters<typeof fs.readFileSync>) => {
       const text = readFileSync(...args);
-      if (armed && args[0] === file) {
+      const read = args[0];
+      if (armed && (read === file || (typeof read === 'number' && ofFile.has(read)))) {
         armed = every;
         then();
       }
