@@ -88,10 +88,8 @@ local.onmessage = (message) => {
   };
   gateway
     .send(message, { onRequestStreamEnd: () => failed('the gateway ended its stream without an answer') })
-    .catch((err) => {
-      failed(err?.message ?? err);
-      process.stderr.write(`gateway-mcp: ${err?.message ?? err}\n`);
-    });
+    // The transport has already handed this error to gateway.onerror, which writes it to stderr: not again here.
+    .catch((err) => failed(err?.message ?? err));
 };
 gateway.onmessage = (message) => {
   // 2025 revisions name the negotiated version on every later request (MCP-Protocol-Version).

@@ -80,4 +80,37 @@ describe('gateway-mcp (stdio)', () => {
     await expect(client.connect(transport)).rejects.toThrow(/not valid|401|Unauthorized/i);
     await client.close().catch(() => undefined);
   });
+
+  it('a request the gateway refuses is answered with an error, and the refusal is written to stderr once', async () => {
+    // The HTTP transport reports a failed send to its onerror and also rejects the send; the command used to write
+    // the same refusal to stderr from both, so every error an operator read in the agent's log appeared twice.
+    const gw = await start({ GATEWAY_API_KEYS: 'agent:k1' });
+    const child = spawn(process.execPath, [BIN, '--url', `${gw.url}/mcp`], {
+      env: { ...getDefaultEnvironment(), GATEWAY_KEY: 'not-the-key' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    // 'close' comes after the child's stdout and stderr have both ended, so everything it wrote has been read.
+    const closed = new Promise<number | null>((resolve) => child.once('close', resolve));
+    const initialize = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'script', version: '1' } },
+    };
+    child.stdin.end(`${JSON.stringify(initialize)}\n`);
+    expect(await closed).toBe(0);
+    const answers = out
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { id: unknown; error?: { message: string } });
+    expect(answers).toHaveLength(1);
+    expect(answers[0]).toMatchObject({ id: 1, error: { message: expect.stringMatching(/^gateway-mcp: /) } });
+    const reports = err.split('\n').filter((l) => l.startsWith('gateway-mcp: '));
+    expect(reports).toHaveLength(1);
+    expect(reports[0]).toMatch(/401|not valid|Unauthorized/i);
+  });
 });
