@@ -137,6 +137,15 @@ describe('SIGTERM closes every stream the gateway holds', () => {
     expect(gw.output()).toContain('shutdown complete');
     ws.terminate();
   });
+
+  it('SIGINT (Ctrl-C in a terminal) shuts down as SIGTERM does: drained, logged, exit 0', async () => {
+    const gw = await spawnGateway({ DATA_DIR: tempDataDir(), GATEWAY_API_KEYS: KEY });
+    const exit = exited(gw);
+    gw.child.kill('SIGINT');
+    expect(await exit).toEqual({ code: 0, signal: null });
+    expect(gw.output()).toContain('"signal":"SIGINT"');
+    expect(gw.output()).toContain('shutdown complete');
+  });
 });
 
 describe('SIGTERM with a creation in flight at the upstream', () => {

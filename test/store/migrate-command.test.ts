@@ -2,11 +2,13 @@
 // Deployment's pods): the Job applies the migrations once, the pods apply none and wait for it.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import SQLite from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { loadConfig } from '../../src/config/index.js';
 import { migrationProvider } from '../../src/store/migrations.js';
+import { tempDataDir } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { gatewayProcesses } from '../helpers/process.js';
 
@@ -18,9 +20,12 @@ interface Exit {
   output: string;
 }
 
-/** Runs `node src/main.ts migrate` (what the image runs as `node dist/src/main.js migrate`) and waits for its exit. */
-function runMigrate(env: Record<string, string>): Promise<Exit> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'migrate'], {
+/**
+ * Runs `node src/main.ts <command>`, `migrate` by default (what the image runs as `node dist/src/main.js migrate`), and
+ * waits for its exit.
+ */
+function runMigrate(env: Record<string, string>, command = 'migrate'): Promise<Exit> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', command], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -46,6 +51,30 @@ async function appliedMigrations(url: string): Promise<string[]> {
 }
 
 const RELEASE_MIGRATIONS = Object.keys(await migrationProvider('postgres').getMigrations()).sort();
+
+describe('main.js migrate on SQLite, and a command main.js does not know (exit codes, docs/operations.md)', () => {
+  it('migrate exits 0 on a new DATA_DIR, and 1 naming DATA_DIR on a database migrated by a newer release', async () => {
+    const dataDir = tempDataDir('migrate-sqlite-');
+    const run = await runMigrate({ DATA_DIR: dataDir });
+    expect(run.code, run.output).toBe(0);
+    const db = new SQLite(path.join(dataDir, 'gateway.sqlite'));
+    db.prepare(
+      `insert into kysely_migration (name, timestamp) values ('999_from_a_newer_release', '2030-01-01')`,
+    ).run();
+    db.close();
+    const refused = await runMigrate({ DATA_DIR: dataDir });
+    expect(refused.code, refused.output).toBe(1);
+    expect(refused.output).toContain('DATA_DIR');
+    expect(refused.output).toContain('999_from_a_newer_release');
+  }, 60_000);
+
+  it('an unknown command exits 2 naming it, and serves nothing', async () => {
+    const run = await runMigrate({ DATA_DIR: tempDataDir('unknown-command-') }, 'migrat');
+    expect(run.code, run.output).toBe(2);
+    expect(run.output).toContain('unknown command "migrat"');
+    expect(run.output).not.toContain('gateway ready');
+  });
+});
 
 describe('main.js migrate and DATABASE_MIGRATIONS=wait on a real PostgreSQL', () => {
   let server: TestPostgres;
