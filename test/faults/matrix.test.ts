@@ -527,40 +527,52 @@ async function creationCells(
 }
 
 /**
+ * A creation on the cloud (createProject) and on the identity interface (createIdentification) on `gw`, each with
+ * fresh input, another input under the same key (`other`), the sandbox and path it is sent to, and how many were
+ * created upstream.
+ */
+function creationTargets(gw: TestGateway) {
+  const PROJECTS = '/apis/projects/public/v4/projects';
+  const cloud = gw.gateway.sandbox.cloud!;
+  const identity = gw.gateway.sandbox.identification!;
+  const workflowId = `wf-matrix-${randomUUID()}`;
+  const made = creation();
+  const identification = { input: { workflowId }, idempotencyKey: randomUUID() };
+  return [
+    {
+      name: 'cloud',
+      query: CREATE,
+      variables: made.variables,
+      other: { ...made.variables, input: { name: `${made.name}-other`, description: '' } },
+      sandbox: cloud,
+      path: PROJECTS,
+      created: () => projectsNamed(gw, made.name),
+    },
+    {
+      name: 'identity',
+      query: IDENTIFY,
+      variables: identification,
+      other: { ...identification, input: { workflowId: `${workflowId}-other` } },
+      sandbox: identity,
+      path: IDENTIFICATIONS_PATH,
+      created: () => identity.identifications().filter((i) => i.workflowId === workflowId).length,
+    },
+  ];
+}
+
+/**
  * The cells of a 2xx whose created id cannot be read, on the cloud (createProject) and on the identity interface
  * (createIdentification): each surface's creation is answered as the cell says and created once upstream; its retry
  * with the same key answers the same, and sends nothing.
  */
 async function keptCells(cell: Cell, rig: Rig): Promise<void> {
-  const PROJECTS = '/apis/projects/public/v4/projects';
   for (const surface of cell.surfaces) {
-    const gw = gatewayOf(rig, surface);
-    const cloud = gw.gateway.sandbox.cloud!;
-    const identity = gw.gateway.sandbox.identification!;
-    const workflowId = `wf-matrix-${randomUUID()}`;
-    const made = creation();
-    const targets = [
-      {
-        name: 'cloud',
-        query: CREATE,
-        variables: made.variables,
-        inject: () => cloud.faults.enqueueFor(PROJECTS, 'ok-no-id'),
-        sent: () => cloud.requests.filter((r) => r.path === PROJECTS).length,
-        created: () => projectsNamed(gw, made.name),
-      },
-      {
-        name: 'identity',
-        query: IDENTIFY,
-        variables: { input: { workflowId }, idempotencyKey: randomUUID() },
-        inject: () => identity.faults.enqueueFor(IDENTIFICATIONS_PATH, 'ok-no-id'),
-        sent: () => identity.requests.filter((r) => r.path === IDENTIFICATIONS_PATH).length,
-        created: () => identity.identifications().filter((i) => i.workflowId === workflowId).length,
-      },
-    ];
+    const targets = creationTargets(gatewayOf(rig, surface));
     for (const target of targets) {
       const label = `${cell.fault} × ${surface} × ${target.name} creation`;
-      const sentBefore = target.sent();
-      target.inject();
+      const sent = () => target.sandbox.requests.filter((r) => r.path === target.path).length;
+      const sentBefore = sent();
+      target.sandbox.faults.enqueueFor(target.path, 'ok-no-id');
       const first = await send(surface, rig, target.query, target.variables);
       expectAnswer(cell, surface, first, label);
       expect(target.created(), `${label}: created once upstream`).toBe(1);
@@ -570,7 +582,7 @@ async function keptCells(cell: Cell, rig: Rig): Promise<void> {
         expect(again.extensions?.upstreamIdempotencyKey, `${label}, retried`).toBe(
           first.extensions.upstreamIdempotencyKey,
         );
-      expect(target.sent() - sentBefore, `${label}: the retry sent nothing`).toBe(1);
+      expect(sent() - sentBefore, `${label}: the retry sent nothing`).toBe(1);
       expect(target.created(), `${label}: still once upstream`).toBe(1);
     }
   }
@@ -583,34 +595,8 @@ async function keptCells(cell: Cell, rig: Rig): Promise<void> {
  * once more, under the same upstream key, and answered with the one created.
  */
 async function redirectCells(cell: Cell, rig: Rig): Promise<void> {
-  const PROJECTS = '/apis/projects/public/v4/projects';
   for (const surface of cell.surfaces) {
-    const gw = gatewayOf(rig, surface);
-    const cloud = gw.gateway.sandbox.cloud!;
-    const identity = gw.gateway.sandbox.identification!;
-    const workflowId = `wf-matrix-${randomUUID()}`;
-    const made = creation();
-    const identification = { input: { workflowId }, idempotencyKey: randomUUID() };
-    const targets = [
-      {
-        name: 'cloud',
-        query: CREATE,
-        variables: made.variables,
-        other: { ...made.variables, input: { name: `${made.name}-other`, description: '' } },
-        sandbox: cloud,
-        path: PROJECTS,
-        created: () => projectsNamed(gw, made.name),
-      },
-      {
-        name: 'identity',
-        query: IDENTIFY,
-        variables: identification,
-        other: { ...identification, input: { workflowId: `${workflowId}-other` } },
-        sandbox: identity,
-        path: IDENTIFICATIONS_PATH,
-        created: () => identity.identifications().filter((i) => i.workflowId === workflowId).length,
-      },
-    ];
+    const targets = creationTargets(gatewayOf(rig, surface));
     for (const target of targets) {
       const label = `${cell.fault} × ${surface} × ${target.name} creation`;
       const sent = () => target.sandbox.requests.filter((r) => r.path.startsWith(target.path));
