@@ -536,6 +536,29 @@ describe('configuration that reloads without a restart', () => {
     },
   );
 
+  /** Good changes to the apps, JWKS and manifest files (a new key, a JWT key `kid`, another document): that key. */
+  const writeGoodChanges = async (kid: string): Promise<SigningKey> => {
+    const next = await signingKey(kid);
+    fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+    fs.writeFileSync(files.jwks, jwks(next));
+    fs.writeFileSync(files.manifest, manifestOf([PROJECTS]));
+    return next;
+  };
+
+  /** The configuration running is the one before `writeGoodChanges`: the old key, the old JWT key, the old manifest. */
+  const expectRunningAsBefore = async (next: SigningKey): Promise<void> => {
+    expect(await status(OLD_KEY)).toBe(200);
+    expect(await status(NEW_KEY)).toBe(401);
+    expect(await status(await sign(jwtKey))).toBe(200);
+    expect(await status(await sign(next))).toBe(401);
+    const byId = await request(`${t.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
+      body: JSON.stringify({ documentId: idOf(TYPENAME) }),
+    });
+    expect(await byId.body.json()).toEqual({ data: { __typename: 'Query' } });
+  };
+
   // Read as a file, a named pipe held the reload, and the event loop with it, until a writer came and went (the pipe's
   // writer here comes at once and writes nothing, so the old reading said the file was empty); a folder was said as
   // "cannot be read (EISDIR)". Each is refused unread, the good changes to the other files applied neither.
@@ -552,10 +575,7 @@ describe('configuration that reloads without a restart', () => {
   )(
     '%s replaced by %s: the reload is refused at once, naming the variable and the path, and nothing changes',
     async (variable, kind, file) => {
-      const next = await signingKey('idp-4');
-      fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
-      fs.writeFileSync(files.jwks, jwks(next));
-      fs.writeFileSync(files.manifest, manifestOf([PROJECTS]));
+      const next = await writeGoodChanges('idp-4');
       fs.rmSync(file());
       const pipe = kind === 'a named pipe' ? namedPipe(file()) : null;
       if (!pipe) fs.mkdirSync(file());
@@ -566,16 +586,7 @@ describe('configuration that reloads without a restart', () => {
         expect(res.body).toMatchObject({ error: 'reload_failed', variable, file: file(), line: null });
         expect(res.body.error_description).toContain(`${file()}: is not a file (a folder, a pipe or a device)`);
         expect(await reloadsCounted(t)).toEqual({ ok: counted.ok, failed: counted.failed + 1 });
-        expect(await status(OLD_KEY)).toBe(200);
-        expect(await status(NEW_KEY)).toBe(401);
-        expect(await status(await sign(jwtKey))).toBe(200);
-        expect(await status(await sign(next))).toBe(401);
-        const byId = await request(`${t.url}/graphql`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
-          body: JSON.stringify({ documentId: idOf(TYPENAME) }),
-        });
-        expect(await byId.body.json()).toEqual({ data: { __typename: 'Query' } });
+        await expectRunningAsBefore(next);
       } finally {
         if (pipe) pipe.remove();
         else fs.rmSync(file(), { recursive: true });
@@ -630,11 +641,8 @@ describe('configuration that reloads without a restart', () => {
   it.each(broken)(
     'a broken %s changes nothing: the reload answers 422 with the file and line, logs them, and counts the failure',
     async (variable, file, text, line) => {
-      const next = await signingKey('idp-3');
       // Good changes to every other file, which must not be applied either.
-      fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
-      fs.writeFileSync(files.jwks, jwks(next));
-      fs.writeFileSync(files.manifest, manifestOf([PROJECTS]));
+      const next = await writeGoodChanges('idp-3');
       fs.writeFileSync(file(), text);
       const counted = await reloadsCounted(t);
 
@@ -652,16 +660,7 @@ describe('configuration that reloads without a restart', () => {
       expect(logged).toMatchObject({ level: 50, trigger: 'POST /admin/reload', variable, file: file(), line });
 
       // The running configuration is the one before: the old key, the old JWT key, the old manifest.
-      expect(await status(OLD_KEY)).toBe(200);
-      expect(await status(NEW_KEY)).toBe(401);
-      expect(await status(await sign(jwtKey))).toBe(200);
-      expect(await status(await sign(next))).toBe(401);
-      const old = await request(`${t.url}/graphql`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
-        body: JSON.stringify({ documentId: idOf(TYPENAME) }),
-      });
-      expect(await old.body.json()).toEqual({ data: { __typename: 'Query' } });
+      await expectRunningAsBefore(next);
       expect(
         (
           await postNotification(t, await mobile.notification(`still-${variable}-${line}-${text.length}`), {
